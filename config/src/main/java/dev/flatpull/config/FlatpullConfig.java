@@ -1,0 +1,109 @@
+package dev.flatpull.config;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * All of flatpull's settings. Load with {@link #load(Path)}; every key is optional and documented with its default in
+ * {@code docs/configuration.md}.
+ *
+ * @param root directory for flatpull's state (caches, temporary files)
+ */
+public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits limits) {
+  public static final Path DEFAULT_ROOT = Path.of("/var/lib/flatpull");
+  public static final FlatpullConfig DEFAULTS =
+      new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS, FetchLimits.DEFAULTS);
+
+  public FlatpullConfig {
+    Objects.requireNonNull(root);
+    Objects.requireNonNull(registry);
+    Objects.requireNonNull(limits);
+  }
+
+  public FlatpullConfig withRegistry(RegistrySettings r) {
+    return new FlatpullConfig(root, r, limits);
+  }
+
+  public FlatpullConfig withLimits(FetchLimits l) {
+    return new FlatpullConfig(root, registry, l);
+  }
+
+  /**
+   * Reads and validates a TOML configuration file.
+   *
+   * @throws ConfigException naming the file, the key and the reason, for unreadable TOML, wrong types, values out of
+   *     range and unknown keys
+   */
+  public static FlatpullConfig load(Path file) throws ConfigException {
+    return from(TomlTable.parse(file));
+  }
+
+  /** Parses configuration text; {@code fileName} appears in error messages. */
+  public static FlatpullConfig parse(String fileName, String toml) throws ConfigException {
+    return from(TomlTable.parse(fileName, toml));
+  }
+
+  private static FlatpullConfig from(TomlTable top) throws ConfigException {
+    Path root = path(top, "root", DEFAULTS.root());
+    RegistrySettings r = registry(top.table("registry"));
+    FetchLimits l = limits(top.table("limits"));
+    top.rejectUnknownKeys();
+    return new FlatpullConfig(root, r, l);
+  }
+
+  private static RegistrySettings registry(TomlTable t) throws ConfigException {
+    RegistrySettings d = RegistrySettings.DEFAULTS;
+    String hosts = t.string("config_path", d.hostsDirectory().map(Path::toString).orElse(""));
+    String creds = t.string("credentials", "");
+    Duration initial = positive(t, "initial_backoff", d.initialBackoff());
+    Duration max = positive(t, "max_backoff", d.maxBackoff());
+    if (max.compareTo(initial) < 0) {
+      throw t.invalid("max_backoff", "must not be shorter than initial_backoff");
+    }
+    RegistrySettings r =
+        new RegistrySettings(
+            hosts.isEmpty() ? Optional.empty() : Optional.of(Path.of(hosts)),
+            creds.isEmpty() ? Optional.empty() : Optional.of(Path.of(creds)),
+            t.bool("plain_http", d.plainHttp()),
+            (int) t.integer("max_concurrent_requests", d.maxConcurrentRequests(), 1, 1024),
+            positive(t, "connect_timeout", d.connectTimeout()),
+            positive(t, "read_timeout", d.readTimeout()),
+            (int) t.integer("max_attempts", d.maxAttempts(), 1, 100),
+            initial,
+            max,
+            t.bytes("coalesce_gap", d.coalesceGapBytes(), 0, 1L << 30));
+    t.rejectUnknownKeys();
+    return r;
+  }
+
+  private static FetchLimits limits(TomlTable t) throws ConfigException {
+    FetchLimits d = FetchLimits.DEFAULTS;
+    FetchLimits l =
+        new FetchLimits(
+            t.bytes("max_manifest_size", d.maxManifestBytes(), 1024, 1L << 30),
+            t.bytes("max_toc_size", d.maxTocBytes(), 1024, 16L << 30),
+            t.integer("max_toc_entries", d.maxTocEntries(), 1, 1L << 31),
+            t.bytes("max_chunk_size", d.maxChunkBytes(), 4096, 4L << 30),
+            t.bytes("max_layer_size", d.maxLayerBytes(), 1024, Long.MAX_VALUE));
+    t.rejectUnknownKeys();
+    return l;
+  }
+
+  private static Duration positive(TomlTable t, String key, Duration fallback) throws ConfigException {
+    Duration d = t.duration(key, fallback);
+    if (d.isZero()) {
+      throw t.invalid(key, "must be longer than zero");
+    }
+    return d;
+  }
+
+  private static Path path(TomlTable t, String key, Path fallback) throws ConfigException {
+    String s = t.string(key, fallback.toString());
+    if (s.isEmpty()) {
+      throw t.invalid(key, "must not be empty");
+    }
+    return Path.of(s);
+  }
+}

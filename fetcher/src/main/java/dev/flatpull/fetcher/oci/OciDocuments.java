@@ -1,0 +1,177 @@
+package dev.flatpull.fetcher.oci;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.flatpull.core.Digest;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/** Reads and writes manifests and indexes, validating every field flatpull relies on. */
+public final class OciDocuments {
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private OciDocuments() {}
+
+  /**
+   * Parses a manifest or index.
+   *
+   * @param raw the exact bytes served
+   * @param contentType the {@code Content-Type} the registry sent, or null; used when the document has no
+   *     {@code mediaType} field (allowed by the OCI spec)
+   * @throws ManifestFormatException for malformed JSON or fields
+   * @throws UnsupportedMediaTypeException for documents other than manifests and indexes
+   */
+  public static OciDocument parse(byte[] raw, String contentType) throws IOException {
+    Digest digest = Digest.sha256(raw);
+    JsonNode root;
+    try {
+      root = JSON.readTree(raw);
+    } catch (JsonProcessingException e) {
+      throw new ManifestFormatException(
+          "manifest " + digest + " is not valid JSON: " + e.getOriginalMessage(), e);
+    }
+    if (root == null || !root.isObject()) {
+      throw new ManifestFormatException("manifest " + digest + " is not a JSON object");
+    }
+    JsonNode schema = root.get("schemaVersion");
+    if (schema == null || !schema.isInt() || schema.asInt() != 2) {
+      throw new ManifestFormatException("manifest " + digest + " has schemaVersion " + schema + ", expected 2");
+    }
+    String mediaType = text(root, "mediaType", digest).orElse(null);
+    if (mediaType == null) {
+      String ct = contentType == null ? "" : contentType.split(";")[0].trim();
+      if (!ct.isEmpty() && !ct.equals("application/json") && !ct.equals("application/octet-stream")) {
+        mediaType = ct;
+      } else {
+        mediaType = root.has("manifests") ? MediaTypes.OCI_INDEX : MediaTypes.OCI_MANIFEST;
+      }
+    }
+    if (MediaTypes.isIndex(mediaType)) {
+      List<Descriptor> manifests = descriptors(root, "manifests", digest);
+      return new ImageIndex(mediaType, digest, raw, manifests);
+    }
+    if (MediaTypes.isManifest(mediaType)) {
+      JsonNode config = root.get("config");
+      if (config == null || !config.isObject()) {
+        throw new ManifestFormatException("manifest " + digest + " has no config descriptor");
+      }
+      return new ImageManifest(
+          mediaType, digest, raw, descriptor(config, "config", digest), descriptors(root, "layers", digest),
+          annotations(root, digest));
+    }
+    throw new UnsupportedMediaTypeException("manifest", mediaType);
+  }
+
+  private static List<Descriptor> descriptors(JsonNode root, String field, Digest doc) throws IOException {
+    JsonNode arr = root.get(field);
+    if (arr == null || !arr.isArray()) {
+      throw new ManifestFormatException("manifest " + doc + " has no '" + field + "' array");
+    }
+    List<Descriptor> out = new ArrayList<>();
+    for (int i = 0; i < arr.size(); i++) {
+      out.add(descriptor(arr.get(i), field + "[" + i + "]", doc));
+    }
+    return out;
+  }
+
+  private static Descriptor descriptor(JsonNode n, String where, Digest doc) throws IOException {
+    if (!n.isObject()) {
+      throw new ManifestFormatException("manifest " + doc + ": " + where + " is not an object");
+    }
+    String mediaType =
+        text(n, "mediaType", doc)
+            .orElseThrow(() -> new ManifestFormatException("manifest " + doc + ": " + where + " has no mediaType"));
+    String digestText =
+        text(n, "digest", doc)
+            .orElseThrow(() -> new ManifestFormatException("manifest " + doc + ": " + where + " has no digest"));
+    Digest d;
+    try {
+      d = Digest.parse(digestText);
+    } catch (IllegalArgumentException e) {
+      throw new ManifestFormatException("manifest " + doc + ": " + where + ": " + e.getMessage(), e);
+    }
+    JsonNode size = n.get("size");
+    if (size == null || !size.canConvertToLong() || !size.isIntegralNumber() || size.asLong() < 0) {
+      throw new ManifestFormatException(
+          "manifest " + doc + ": " + where + " has no valid size (found " + size + ")");
+    }
+    Optional<Platform> platform = Optional.empty();
+    JsonNode p = n.get("platform");
+    if (p != null && p.isObject()) {
+      String os = text(p, "os", doc).orElse("");
+      String arch = text(p, "architecture", doc).orElse("");
+      platform = Optional.of(new Platform(os, arch, text(p, "variant", doc)));
+    }
+    return new Descriptor(mediaType, d, size.asLong(), annotations(n, doc), platform);
+  }
+
+  private static Map<String, String> annotations(JsonNode n, Digest doc) throws IOException {
+    JsonNode a = n.get("annotations");
+    if (a == null || a.isNull()) {
+      return Map.of();
+    }
+    if (!a.isObject()) {
+      throw new ManifestFormatException("manifest " + doc + ": annotations is not an object");
+    }
+    Map<String, String> out = new LinkedHashMap<>();
+    for (Iterator<Map.Entry<String, JsonNode>> it = a.fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> e = it.next();
+      if (!e.getValue().isTextual()) {
+        throw new ManifestFormatException("manifest " + doc + ": annotation '" + e.getKey() + "' is not a string");
+      }
+      out.put(e.getKey(), e.getValue().asText());
+    }
+    return out;
+  }
+
+  private static Optional<String> text(JsonNode n, String field, Digest doc) throws ManifestFormatException {
+    JsonNode v = n.get(field);
+    if (v == null || v.isNull()) {
+      return Optional.empty();
+    }
+    if (!v.isTextual()) {
+      throw new ManifestFormatException("manifest " + doc + ": '" + field + "' is not a string");
+    }
+    return Optional.of(v.asText());
+  }
+
+  /** Serialises an image manifest (OCI or Docker, by {@code mediaType}). The result's digest names it. */
+  public static byte[] writeManifest(
+      String mediaType, Descriptor config, List<Descriptor> layers, Map<String, String> annotations) {
+    ObjectNode root = JSON.createObjectNode();
+    root.put("schemaVersion", 2);
+    root.put("mediaType", mediaType);
+    root.set("config", descriptorJson(config));
+    ArrayNode arr = root.putArray("layers");
+    layers.forEach(l -> arr.add(descriptorJson(l)));
+    if (!annotations.isEmpty()) {
+      ObjectNode a = root.putObject("annotations");
+      annotations.forEach(a::put);
+    }
+    try {
+      return JSON.writeValueAsBytes(root);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot serialise a manifest", e);
+    }
+  }
+
+  private static ObjectNode descriptorJson(Descriptor d) {
+    ObjectNode n = JSON.createObjectNode();
+    n.put("mediaType", d.mediaType());
+    n.put("digest", d.digest().toString());
+    n.put("size", d.size());
+    if (!d.annotations().isEmpty()) {
+      ObjectNode a = n.putObject("annotations");
+      new java.util.TreeMap<>(d.annotations()).forEach(a::put);
+    }
+    return n;
+  }
+}

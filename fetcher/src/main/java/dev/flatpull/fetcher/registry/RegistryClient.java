@@ -1,0 +1,296 @@
+package dev.flatpull.fetcher.registry;
+
+import dev.flatpull.config.FetchLimits;
+import dev.flatpull.config.RegistryEndpoint;
+import dev.flatpull.config.RegistryEndpoint.Capability;
+import dev.flatpull.core.BoundedInputStream;
+import dev.flatpull.core.ByteRange;
+import dev.flatpull.core.Digest;
+import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.SizeLimitExceededException;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageIndex;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.ManifestFormatException;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.OciDocument;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import okhttp3.MediaType;
+import okhttp3.RequestBody;
+
+/**
+ * A client for one repository of one registry, implementing the parts of the OCI distribution spec flatpull needs:
+ * resolving references, fetching manifests and blobs (verified), range reads of blobs, and pushing. Thread-safe;
+ * obtained from {@link RegistryClients}.
+ */
+public final class RegistryClient {
+  private static final Pattern CONTENT_RANGE = Pattern.compile("bytes (\\d+)-(\\d+)/(\\d+|\\*)");
+  private static final MediaType OCTETS = MediaType.parse("application/octet-stream");
+
+  private final RegistryHttp http;
+  private final String registry;
+  private final String repository;
+  private final FetchLimits limits;
+
+  RegistryClient(RegistryHttp http, String registry, String repository, FetchLimits limits) {
+    this.http = http;
+    this.registry = registry;
+    this.repository = repository;
+    this.limits = limits;
+  }
+
+  public String registry() {
+    return registry;
+  }
+
+  public String repository() {
+    return repository;
+  }
+
+  /** An image resolved to one platform's manifest. {@code indexDigest} is set when the reference named an index. */
+  public record ResolvedImage(ImageReference reference, ImageManifest manifest, java.util.Optional<Digest> indexDigest) {}
+
+  /**
+   * Resolves a reference to the manifest for {@code platform}, following an index if the reference names one.
+   *
+   * @throws RegistryNotFoundException when the reference or the platform's manifest does not exist
+   */
+  public ResolvedImage resolve(ImageReference reference, Platform platform) throws IOException {
+    OciDocument doc = fetchManifest(reference.manifestReference());
+    if (doc instanceof ImageManifest m) {
+      return new ResolvedImage(reference, m, java.util.Optional.empty());
+    }
+    ImageIndex index = (ImageIndex) doc;
+    Descriptor chosen =
+        index.select(platform)
+            .orElseThrow(
+                () -> new RegistryNotFoundException(
+                    "image index " + index.digest() + " has no manifest for platform " + platform, reference.toString(),
+                    0, null));
+    OciDocument inner = fetchManifest(chosen.digest().toString());
+    if (!(inner instanceof ImageManifest m)) {
+      throw new ManifestFormatException("index " + index.digest() + " entry " + chosen.digest() + " is not a manifest");
+    }
+    return new ResolvedImage(reference, m, java.util.Optional.of(index.digest()));
+  }
+
+  /**
+   * Fetches and parses a manifest or index by tag or digest. When {@code reference} is a digest, the bytes are
+   * verified against it.
+   */
+  public OciDocument fetchManifest(String reference) throws IOException {
+    RegistryHttp.Call call =
+        call(RequestKind.MANIFEST, reference.contains(":") ? Capability.PULL : Capability.RESOLVE, "GET",
+            "/" + repository + "/manifests/" + reference, Map.of("Accept", String.join(", ", MediaTypes.MANIFEST_ACCEPT)),
+            null, false);
+    return http.execute(registry, call, (response, body) -> {
+      byte[] raw = readAll(body, limits.maxManifestBytes(), "manifest " + reference);
+      if (reference.contains(":")) {
+        Digest.parse(reference).verify("manifest " + reference, raw, 0, raw.length);
+      }
+      return OciDocuments.parse(raw, response.header("Content-Type"));
+    });
+  }
+
+  /** Fetches a small blob (an image config) whole into memory, verified against its descriptor. */
+  public byte[] fetchBlob(Descriptor descriptor) throws IOException {
+    if (descriptor.size() > limits.maxManifestBytes()) {
+      throw new SizeLimitExceededException("blob " + descriptor.digest(), limits.maxManifestBytes());
+    }
+    RegistryHttp.Call call = call(RequestKind.BLOB, Capability.PULL, "GET", blobPath(descriptor.digest()), Map.of(), null, false);
+    return http.execute(registry, call, (response, body) -> {
+      byte[] raw = readAll(body, descriptor.size(), "blob " + descriptor.digest());
+      if (raw.length != descriptor.size()) {
+        throw new java.io.EOFException("blob " + descriptor.digest() + " ended after " + raw.length + " of "
+            + descriptor.size() + " bytes");
+      }
+      descriptor.digest().verify("blob", raw, 0, raw.length);
+      return raw;
+    });
+  }
+
+  /**
+   * Downloads a whole blob to {@code target}, verifying size and digest while streaming; the file appears only when
+   * verified (written to a temporary file beside it, then moved). A truncated or reset transfer is retried.
+   */
+  public void downloadBlob(Descriptor descriptor, Path target) throws IOException {
+    if (descriptor.size() > limits.maxLayerBytes()) {
+      throw new SizeLimitExceededException("blob " + descriptor.digest(), limits.maxLayerBytes());
+    }
+    Path tmp = target.resolveSibling(target.getFileName() + ".partial");
+    RegistryHttp.Call call = call(RequestKind.BLOB, Capability.PULL, "GET", blobPath(descriptor.digest()), Map.of(), null, false);
+    try {
+      http.execute(registry, call, (response, body) -> {
+        MessageDigest md = descriptor.digest().newMessageDigest();
+        long n = 0;
+        try (OutputStream out = Files.newOutputStream(tmp)) {
+          byte[] buf = new byte[64 * 1024];
+          int r;
+          while ((r = body.read(buf)) > 0) {
+            n += r;
+            if (n > descriptor.size()) {
+              throw new DigestMismatchException(
+                  "blob longer than its descriptor's " + descriptor.size() + " bytes", descriptor.digest(),
+                  descriptor.digest());
+            }
+            md.update(buf, 0, r);
+            out.write(buf, 0, r);
+          }
+        }
+        if (n != descriptor.size()) {
+          throw new java.io.EOFException(
+              "blob " + descriptor.digest() + " ended after " + n + " of " + descriptor.size() + " bytes");
+        }
+        Digest actual = Digest.of(descriptor.digest().algorithm(), md);
+        if (!actual.equals(descriptor.digest())) {
+          throw new DigestMismatchException("blob", descriptor.digest(), actual);
+        }
+        return null;
+      });
+      Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+    } finally {
+      Files.deleteIfExists(tmp);
+    }
+  }
+
+  /**
+   * Reads {@code range} of a blob. Bytes are not verified here (a range has no digest of its own): callers verify the
+   * chunks they extract. A registry that ignores {@code Range} and sends the whole blob (200) is handled by skipping
+   * to the range; a 206 whose {@code Content-Range} does not match the request is a {@link RegistryProtocolException}.
+   */
+  public byte[] readRange(Digest blob, ByteRange range) throws IOException {
+    if (range.isEmpty()) {
+      return new byte[0];
+    }
+    if (range.length() > Integer.MAX_VALUE - 8) {
+      throw new SizeLimitExceededException("range " + range + " of blob " + blob, Integer.MAX_VALUE - 8);
+    }
+    RegistryHttp.Call call =
+        call(RequestKind.BLOB_RANGE, Capability.PULL, "GET", blobPath(blob), Map.of("Range", range.httpRangeHeader()),
+            null, false);
+    return http.execute(registry, call, (response, body) -> {
+      long skip = 0;
+      if (response.code() == 206) {
+        String cr = response.header("Content-Range");
+        Matcher m = cr == null ? null : CONTENT_RANGE.matcher(cr.trim());
+        if (m == null || !m.matches()) {
+          throw new RegistryProtocolException(
+              "206 with missing or malformed Content-Range '" + cr + "' for " + range.httpRangeHeader(),
+              blobPath(blob), 206, null);
+        }
+        long first = Long.parseLong(m.group(1));
+        long last = Long.parseLong(m.group(2));
+        if (first != range.offset() || last != range.end() - 1) {
+          throw new RegistryProtocolException(
+              "asked for " + range.httpRangeHeader() + " but got Content-Range '" + cr + "'", blobPath(blob), 206, null);
+        }
+      } else if (response.code() == 200) {
+        skip = range.offset();
+      } else {
+        throw new RegistryProtocolException("unexpected status for a range read", blobPath(blob), response.code(), null);
+      }
+      skipFully(body, skip);
+      byte[] out = body.readNBytes((int) range.length());
+      if (out.length != range.length()) {
+        throw new java.io.EOFException(
+            "range " + range + " of blob " + blob + " truncated after " + out.length + " bytes");
+      }
+      return out;
+    });
+  }
+
+  private static void skipFully(InputStream in, long n) throws IOException {
+    long left = n;
+    while (left > 0) {
+      long s = in.skip(left);
+      if (s <= 0) {
+        if (in.read() < 0) {
+          throw new java.io.EOFException("blob ended while skipping to the requested range");
+        }
+        s = 1;
+      }
+      left -= s;
+    }
+  }
+
+  // --- push ---
+
+  /** Whether the repository already has a blob (HEAD). */
+  public boolean hasBlob(Digest digest) throws IOException {
+    RegistryHttp.Call call = call(RequestKind.PUSH, Capability.PULL, "HEAD", blobPath(digest), Map.of(), null, true);
+    try {
+      return http.execute(registry, call, (response, body) -> true);
+    } catch (RegistryNotFoundException e) {
+      return false;
+    }
+  }
+
+  /** Uploads a blob from a file (monolithic POST then PUT) unless the repository already has it. */
+  public void pushBlob(Descriptor descriptor, Path file) throws IOException {
+    pushBlob(descriptor, RequestBody.create(file.toFile(), OCTETS));
+  }
+
+  /** Uploads a blob held in memory unless the repository already has it. */
+  public void pushBlob(Descriptor descriptor, byte[] bytes) throws IOException {
+    pushBlob(descriptor, RequestBody.create(bytes, OCTETS));
+  }
+
+  private void pushBlob(Descriptor descriptor, RequestBody content) throws IOException {
+    if (hasBlob(descriptor.digest())) {
+      return;
+    }
+    RegistryEndpoint endpoint = http.primaryEndpoint(registry, Capability.PUSH);
+    RegistryHttp.Call start =
+        call(RequestKind.PUSH, Capability.PUSH, "POST", "/" + repository + "/blobs/uploads/", Map.of(),
+            RequestBody.create(new byte[0], null), true);
+    String location = http.executeOn(endpoint, start, (response, body) -> {
+      String loc = response.header("Location");
+      if (loc == null) {
+        throw new RegistryProtocolException("upload start without Location", start.path(), response.code(), null);
+      }
+      return response.request().url().resolve(loc).toString();
+    });
+    String put = location + (location.contains("?") ? "&" : "?") + "digest=" + descriptor.digest();
+    RegistryHttp.Call finish =
+        call(RequestKind.PUSH, Capability.PUSH, "PUT", put, Map.of("Content-Type", "application/octet-stream"),
+            content, true);
+    http.executeOn(endpoint, finish, (response, body) -> null);
+  }
+
+  /** Pushes a manifest or index under {@code reference} (a tag or its digest); returns the digest of {@code bytes}. */
+  public Digest pushManifest(String reference, String mediaType, byte[] bytes) throws IOException {
+    RegistryHttp.Call call =
+        call(RequestKind.PUSH, Capability.PUSH, "PUT", "/" + repository + "/manifests/" + reference,
+            Map.of("Content-Type", mediaType), RequestBody.create(bytes, MediaType.parse(mediaType)), true);
+    http.execute(registry, call, (response, body) -> null);
+    return Digest.sha256(bytes);
+  }
+
+  private String blobPath(Digest d) {
+    return "/" + repository + "/blobs/" + d;
+  }
+
+  private RegistryHttp.Call call(
+      RequestKind kind, Capability cap, String method, String path, Map<String, String> headers, RequestBody body,
+      boolean push) {
+    return new RegistryHttp.Call(kind, cap, method, path, headers, body, repository, push);
+  }
+
+  static byte[] readAll(InputStream in, long limit, String subject) throws IOException {
+    try (InputStream bounded = new BoundedInputStream(in, subject, limit)) {
+      return bounded.readAllBytes();
+    }
+  }
+}

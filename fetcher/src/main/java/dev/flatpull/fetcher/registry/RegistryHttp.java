@@ -1,0 +1,474 @@
+package dev.flatpull.fetcher.registry;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.flatpull.config.ConfigException;
+import dev.flatpull.config.RegistryCredential;
+import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.config.RegistryEndpoint;
+import dev.flatpull.config.RegistryEndpoint.Capability;
+import dev.flatpull.config.RegistryHosts;
+import dev.flatpull.config.RegistrySettings;
+import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.SizeLimitExceededException;
+import dev.flatpull.fetcher.oci.ManifestFormatException;
+import dev.flatpull.fetcher.oci.UnsupportedMediaTypeException;
+import java.io.FilterInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InterruptedIOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
+import java.time.format.DateTimeParseException;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import okhttp3.ConnectionPool;
+import okhttp3.FormBody;
+import okhttp3.HttpUrl;
+import okhttp3.OkHttpClient;
+import okhttp3.Request;
+import okhttp3.RequestBody;
+import okhttp3.Response;
+
+/**
+ * The HTTP engine behind {@link RegistryClient}: the only class that speaks okhttp. It owns, for every request,
+ * endpoint selection (mirrors in hosts.toml order, then the origin), authentication (anonymous, basic, and the bearer
+ * challenge flow with cached tokens refreshed on 401), bounded concurrency, and retries with exponential back-off and
+ * full jitter on connection failures, timeouts, truncated bodies, 5xx, 408 and 429 ({@code Retry-After} honoured).
+ * Thread-safe.
+ */
+final class RegistryHttp implements AutoCloseable {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Duration MAX_RETRY_AFTER = Duration.ofSeconds(60);
+  private static final String USER_AGENT = "flatpull/0.1";
+
+  /** Reads a successful response. May throw; transport exceptions thrown from here are retried. */
+  @FunctionalInterface
+  interface ResponseHandler<T> {
+    T handle(Response response, InputStream body) throws IOException;
+  }
+
+  /**
+   * One logical request.
+   *
+   * @param path path under the endpoint's API root ({@code /NAME/blobs/DIGEST}), or an absolute URL (an upload
+   *     location), which is then only sent to the endpoint it came from
+   * @param body replayable body, or null
+   */
+  record Call(
+      RequestKind kind, Capability capability, String method, String path, Map<String, String> headers,
+      RequestBody body, String repository, boolean push) {
+    String scope() {
+      return "repository:" + repository + (push ? ":pull,push" : ":pull");
+    }
+  }
+
+  private final OkHttpClient client;
+  private final OkHttpClient insecureClient;
+  private final RegistrySettings settings;
+  private final RegistryHosts hosts;
+  private final RegistryCredentials credentials;
+  private final BearerTokens tokens;
+  private final Map<String, AuthChallenge> challenges = new ConcurrentHashMap<>();
+  private final Semaphore permits;
+  private final FetchListener listener;
+  private final Sleeper sleeper;
+
+  RegistryHttp(
+      RegistrySettings settings, RegistryHosts hosts, RegistryCredentials credentials, FetchListener listener,
+      Sleeper sleeper, InstantSource clock) {
+    this.settings = settings;
+    this.hosts = hosts;
+    this.credentials = credentials;
+    this.listener = listener;
+    this.sleeper = sleeper;
+    this.tokens = new BearerTokens(clock);
+    this.permits = new Semaphore(settings.maxConcurrentRequests(), true);
+    this.client =
+        new OkHttpClient.Builder()
+            .connectTimeout(settings.connectTimeout())
+            .readTimeout(settings.readTimeout())
+            .writeTimeout(settings.readTimeout())
+            .connectionPool(new ConnectionPool(settings.maxConcurrentRequests(), 5, TimeUnit.MINUTES))
+            // Retries are ours, so that they are counted, backed off and bounded.
+            .retryOnConnectionFailure(false)
+            // okhttp drops Authorization when a redirect leaves the host (blob storage), as the spec requires.
+            .followRedirects(true)
+            .followSslRedirects(true)
+            .build();
+    this.insecureClient = InsecureTls.derive(client);
+  }
+
+  /** Sends {@code call} to each endpoint of {@code host} able to serve it until one succeeds. */
+  <T> T execute(String host, Call call, ResponseHandler<T> handler) throws IOException {
+    List<RegistryEndpoint> candidates = endpoints(host, call.capability());
+    RegistryException last = null;
+    for (RegistryEndpoint endpoint : candidates) {
+      try {
+        return executeOn(endpoint, call, handler);
+      } catch (RegistryException e) {
+        last = e;
+      }
+    }
+    throw last;
+  }
+
+  /** The first endpoint of {@code host} that can serve {@code capability}; uploads stay on it. */
+  RegistryEndpoint primaryEndpoint(String host, Capability capability) throws IOException {
+    return endpoints(host, capability).get(0);
+  }
+
+  private List<RegistryEndpoint> endpoints(String host, Capability capability) throws IOException {
+    List<RegistryEndpoint> all;
+    try {
+      all = hosts.endpoints(host);
+    } catch (ConfigException e) {
+      throw new IOException("registry host configuration: " + e.getMessage(), e);
+    }
+    List<RegistryEndpoint> out = new ArrayList<>();
+    for (RegistryEndpoint e : all) {
+      if (e.capabilities().contains(capability)) {
+        out.add(e);
+      }
+    }
+    if (out.isEmpty()) {
+      throw new RegistryException("no endpoint of " + host + " has capability " + capability, host, 0, null);
+    }
+    return out;
+  }
+
+  <T> T executeOn(RegistryEndpoint endpoint, Call call, ResponseHandler<T> handler) throws IOException {
+    String url = call.path().startsWith("http://") || call.path().startsWith("https://")
+        ? call.path()
+        : endpoint.apiRoot() + call.path();
+    String authHost = endpoint.base().getAuthority();
+    OkHttpClient http = endpoint.skipVerify() ? insecureClient : client;
+    int attempt = 0;
+    boolean refreshedAuth = false;
+    while (true) {
+      attempt++;
+      long started = System.nanoTime();
+      Duration retryAfter = Duration.ZERO;
+      IOException failure;
+      acquire();
+      try {
+        Optional<String> authorization = authorization(authHost, endpoint, call);
+        Request.Builder rb = new Request.Builder().url(url).header("User-Agent", USER_AGENT);
+        endpoint.headers().forEach((k, vs) -> vs.forEach(v -> rb.addHeader(k, v)));
+        call.headers().forEach(rb::header);
+        authorization.ifPresent(a -> rb.header("Authorization", a));
+        rb.method(call.method(), call.body());
+        try (Response response = http.newCall(rb.build()).execute()) {
+          int status = response.code();
+          if (status == 401) {
+            drain(response);
+            String challenge = response.header("WWW-Authenticate");
+            if (refreshedAuth) {
+              throw new RegistryAuthenticationException(
+                  "the registry rejected fresh credentials (challenge: " + challenge + ")", url, status, null);
+            }
+            authorization.ifPresent(a -> forget(authHost, call, a));
+            learn(authHost, challenge, url);
+            refreshedAuth = true;
+            attempt--;
+            continue;
+          }
+          if (status == 403) {
+            throw new RegistryAuthenticationException("access denied" + errorDetail(response), url, status, null);
+          }
+          if (status == 404) {
+            throw new RegistryNotFoundException("not found" + errorDetail(response), url, status, null);
+          }
+          if (status == 408 || status == 429 || status >= 500) {
+            retryAfter = retryAfter(response.header("Retry-After"));
+            failure = new RegistryUnavailableException("transient failure" + errorDetail(response), url, status, null);
+          } else if (status >= 300) {
+            throw new RegistryProtocolException("unexpected response" + errorDetail(response), url, status, null);
+          } else {
+            CountingInputStream body = new CountingInputStream(response.body().byteStream());
+            T result;
+            try {
+              result = handler.handle(response, body);
+            } finally {
+              notifyFinished(call.kind(), authHost, status, body.count, started);
+            }
+            return result;
+          }
+        }
+      } catch (IOException e) {
+        if (!isTransient(e)) {
+          notifyFailed(call.kind(), authHost, e, false);
+          throw e;
+        }
+        failure = e;
+      } finally {
+        permits.release();
+      }
+      boolean willRetry = attempt < settings.maxAttempts();
+      notifyFailed(call.kind(), authHost, failure, willRetry);
+      if (!willRetry) {
+        int status = failure instanceof RegistryException re ? re.status() : 0;
+        throw new RegistryUnavailableException(
+            "gave up after " + attempt + " attempts: " + failure.getMessage(), url, status, failure);
+      }
+      pause(backoff(attempt, retryAfter));
+    }
+  }
+
+  private static boolean isTransient(IOException e) {
+    if (e instanceof InterruptedIOException && Thread.currentThread().isInterrupted()) {
+      return false;
+    }
+    return !(e instanceof RegistryException
+        || e instanceof DigestMismatchException
+        || e instanceof SizeLimitExceededException
+        || e instanceof ManifestFormatException
+        || e instanceof UnsupportedMediaTypeException);
+  }
+
+  private void acquire() throws InterruptedIOException {
+    try {
+      permits.acquire();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted waiting for a registry connection slot");
+    }
+  }
+
+  private void pause(Duration d) throws InterruptedIOException {
+    try {
+      sleeper.sleep(d);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted during retry back-off");
+    }
+  }
+
+  /** Full-jitter exponential back-off, but never shorter than what the registry asked for. */
+  private Duration backoff(int attempt, Duration retryAfter) {
+    long cap = settings.maxBackoff().toMillis();
+    long exp = settings.initialBackoff().toMillis() << Math.min(attempt - 1, 20);
+    long jittered = ThreadLocalRandom.current().nextLong(Math.min(cap, exp) + 1);
+    long wait = Math.max(jittered, retryAfter.toMillis());
+    return Duration.ofMillis(Math.min(wait, MAX_RETRY_AFTER.toMillis()));
+  }
+
+  static Duration retryAfter(String header) {
+    if (header == null || header.isBlank()) {
+      return Duration.ZERO;
+    }
+    String h = header.trim();
+    try {
+      return Duration.ofSeconds(Math.max(0, Long.parseLong(h)));
+    } catch (NumberFormatException notSeconds) {
+      try {
+        Duration d = Duration.between(ZonedDateTime.now(), ZonedDateTime.parse(h, DateTimeFormatter.RFC_1123_DATE_TIME));
+        return d.isNegative() ? Duration.ZERO : d;
+      } catch (DateTimeParseException notDate) {
+        return Duration.ZERO;
+      }
+    }
+  }
+
+  // --- authentication ---
+
+  private Optional<String> authorization(String authHost, RegistryEndpoint endpoint, Call call) throws IOException {
+    AuthChallenge challenge = challenges.get(authHost);
+    if (challenge == null) {
+      return Optional.empty();
+    }
+    Optional<RegistryCredential> cred = credentialFor(endpoint);
+    if (challenge.isBasic()) {
+      if (cred.isEmpty() || !cred.get().hasBasic()) {
+        throw new RegistryAuthenticationException(
+            "the registry requires basic authentication and no credentials are configured for " + authHost,
+            endpoint.base().toString(), 401, null);
+      }
+      String pair = cred.get().username().orElseThrow() + ":" + cred.get().password().orElseThrow();
+      return Optional.of("Basic " + Base64.getEncoder().encodeToString(pair.getBytes(StandardCharsets.UTF_8)));
+    }
+    if (challenge.isBearer()) {
+      if (cred.isPresent() && cred.get().registryToken().isPresent()) {
+        return Optional.of("Bearer " + cred.get().registryToken().get());
+      }
+      Optional<String> cached = tokens.get(authHost, call.scope());
+      if (cached.isPresent()) {
+        return Optional.of("Bearer " + cached.get());
+      }
+      return Optional.of("Bearer " + fetchToken(authHost, challenge, cred, call));
+    }
+    throw new RegistryAuthenticationException(
+        "unsupported authentication scheme '" + challenge.scheme() + "'", endpoint.base().toString(), 401, null);
+  }
+
+  private Optional<RegistryCredential> credentialFor(RegistryEndpoint endpoint) {
+    Optional<RegistryCredential> c = credentials.forHost(endpoint.base().getAuthority());
+    return c.isPresent() ? c : credentials.forHost(endpoint.base().getHost());
+  }
+
+  private void learn(String authHost, String header, String url) throws RegistryAuthenticationException {
+    AuthChallenge c =
+        AuthChallenge.parse(header)
+            .orElseThrow(
+                () -> new RegistryAuthenticationException("401 without a WWW-Authenticate challenge", url, 401, null));
+    challenges.put(authHost, c);
+  }
+
+  private void forget(String authHost, Call call, String authorization) {
+    if (authorization.startsWith("Bearer ")) {
+      tokens.invalidate(authHost, call.scope(), authorization.substring("Bearer ".length()));
+    }
+  }
+
+  /** The bearer token flow of the distribution spec's token authentication (GET, or OAuth2 POST for identity tokens). */
+  private String fetchToken(String authHost, AuthChallenge challenge, Optional<RegistryCredential> cred, Call call)
+      throws IOException {
+    String realm =
+        challenge.param("realm")
+            .orElseThrow(() -> new RegistryAuthenticationException("bearer challenge without realm", authHost, 401, null));
+    HttpUrl realmUrl = HttpUrl.parse(realm);
+    if (realmUrl == null) {
+      throw new RegistryAuthenticationException("bearer realm is not a URL: " + realm, authHost, 401, null);
+    }
+    Request.Builder rb = new Request.Builder().header("User-Agent", USER_AGENT);
+    Optional<String> service = challenge.param("service");
+    if (cred.isPresent() && cred.get().identityToken().isPresent()) {
+      FormBody.Builder form =
+          new FormBody.Builder()
+              .add("grant_type", "refresh_token")
+              .add("refresh_token", cred.get().identityToken().get())
+              .add("client_id", "flatpull")
+              .add("scope", call.scope());
+      service.ifPresent(s -> form.add("service", s));
+      rb.url(realmUrl).post(form.build());
+    } else {
+      HttpUrl.Builder ub = realmUrl.newBuilder().addQueryParameter("scope", call.scope());
+      service.ifPresent(s -> ub.addQueryParameter("service", s));
+      rb.url(ub.build()).get();
+      if (cred.isPresent() && cred.get().hasBasic()) {
+        String pair = cred.get().username().orElseThrow() + ":" + cred.get().password().orElseThrow();
+        rb.header("Authorization", "Basic " + Base64.getEncoder().encodeToString(pair.getBytes(StandardCharsets.UTF_8)));
+      }
+    }
+    long started = System.nanoTime();
+    try (Response r = client.newCall(rb.build()).execute()) {
+      byte[] body = r.body().bytes();
+      notifyFinished(RequestKind.TOKEN, realmUrl.host(), r.code(), body.length, started);
+      if (r.code() == 401 || r.code() == 403) {
+        throw new RegistryAuthenticationException("the token service refused our credentials", realm, r.code(), null);
+      }
+      if (r.code() == 429 || r.code() >= 500) {
+        throw new IOException("token service failed transiently with HTTP " + r.code());
+      }
+      if (r.code() != 200) {
+        throw new RegistryAuthenticationException("unexpected token service response", realm, r.code(), null);
+      }
+      JsonNode json;
+      try {
+        json = JSON.readTree(body);
+      } catch (IOException e) {
+        throw new RegistryProtocolException("token response is not JSON", realm, r.code(), e);
+      }
+      JsonNode token = json.hasNonNull("token") ? json.get("token") : json.get("access_token");
+      if (token == null || !token.isTextual() || token.asText().isEmpty()) {
+        throw new RegistryProtocolException("token response has no token", realm, r.code(), null);
+      }
+      long expires = json.path("expires_in").asLong(0);
+      Duration lifetime = expires > 0 ? Duration.ofSeconds(expires) : BearerTokens.DEFAULT_LIFETIME;
+      tokens.put(authHost, call.scope(), token.asText(), lifetime);
+      return token.asText();
+    }
+  }
+
+  // --- helpers ---
+
+  private static void drain(Response r) {
+    try {
+      r.body().source().skip(Math.min(64 * 1024, Math.max(0, r.body().contentLength())));
+    } catch (IOException | RuntimeException ignored) {
+      // The connection is simply not reused.
+    }
+  }
+
+  /** The OCI error codes and messages of an error body, for the exception message. */
+  private static String errorDetail(Response r) {
+    try {
+      byte[] b = r.body().source().readByteArray(Math.min(8192, Math.max(0, r.body().contentLength())));
+      JsonNode errors = JSON.readTree(b).path("errors");
+      StringBuilder sb = new StringBuilder();
+      for (JsonNode e : errors) {
+        sb.append(sb.length() == 0 ? ": " : "; ").append(e.path("code").asText()).append(' ')
+            .append(e.path("message").asText());
+      }
+      return sb.toString();
+    } catch (IOException | RuntimeException e) {
+      return "";
+    }
+  }
+
+  private void notifyFinished(RequestKind kind, String host, int status, long bytes, long startedNanos) {
+    try {
+      listener.requestFinished(kind, host, status, bytes, Duration.ofNanos(System.nanoTime() - startedNanos));
+    } catch (RuntimeException ignored) {
+      // A listener must not break fetching.
+    }
+  }
+
+  private void notifyFailed(RequestKind kind, String host, Throwable cause, boolean willRetry) {
+    try {
+      listener.requestFailed(kind, host, cause, willRetry);
+    } catch (RuntimeException ignored) {
+      // A listener must not break fetching.
+    }
+  }
+
+  @Override
+  public void close() {
+    client.dispatcher().executorService().shutdown();
+    client.connectionPool().evictAll();
+  }
+
+  /** Counts body bytes for the listener. */
+  private static final class CountingInputStream extends FilterInputStream {
+    long count;
+
+    CountingInputStream(InputStream in) {
+      super(in);
+    }
+
+    @Override
+    public int read() throws IOException {
+      int b = super.read();
+      if (b >= 0) {
+        count++;
+      }
+      return b;
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) throws IOException {
+      int n = super.read(b, off, len);
+      if (n > 0) {
+        count += n;
+      }
+      return n;
+    }
+
+    @Override
+    public long skip(long n) throws IOException {
+      long s = super.skip(n);
+      count += s;
+      return s;
+    }
+  }
+}

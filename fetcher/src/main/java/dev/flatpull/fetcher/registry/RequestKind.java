@@ -1,0 +1,10 @@
+package dev.flatpull.fetcher.registry;
+
+/** What a registry request is for; a bounded set, so it can tag metrics. */
+public enum RequestKind {
+  MANIFEST,
+  BLOB,
+  BLOB_RANGE,
+  TOKEN,
+  PUSH
+}
