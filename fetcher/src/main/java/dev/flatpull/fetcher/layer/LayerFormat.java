@@ -1,0 +1,45 @@
+package dev.flatpull.fetcher.layer;
+
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.MediaTypes.LayerCompression;
+import dev.flatpull.fetcher.oci.UnsupportedMediaTypeException;
+
+/** How a layer can be read. */
+public enum LayerFormat {
+  /** eStargz: gzip members per file, a TOC vouched for by {@link #ESTARGZ_TOC_DIGEST}. */
+  ESTARGZ,
+  /** zstd:chunked: zstd frames per file, a TOC vouched for by {@link #ZSTD_CHUNKED_MANIFEST_CHECKSUM}. */
+  ZSTD_CHUNKED,
+  /** A plain tar (gzip, zstd or uncompressed): fetched whole, verified, and indexed locally. */
+  PLAIN;
+
+  public static final String ESTARGZ_TOC_DIGEST = "containerd.io/snapshot/stargz/toc.digest";
+  public static final String ESTARGZ_UNCOMPRESSED_SIZE = "io.containers.estargz.uncompressed-size";
+  public static final String ZSTD_CHUNKED_MANIFEST_CHECKSUM = "io.github.containers.zstd-chunked.manifest-checksum";
+  public static final String ZSTD_CHUNKED_MANIFEST_POSITION = "io.github.containers.zstd-chunked.manifest-position";
+  public static final String ZSTD_CHUNKED_TARSPLIT_CHECKSUM = "io.github.containers.zstd-chunked.tarsplit-checksum";
+  public static final String ZSTD_CHUNKED_TARSPLIT_POSITION = "io.github.containers.zstd-chunked.tarsplit-position";
+  /** The annotations of the first zstd:chunked version, still written by stargz-snapshotter's converter. */
+  public static final String LEGACY_ZSTD_CHUNKED_MANIFEST_CHECKSUM = "io.containers.zstd-chunked.manifest-checksum";
+  public static final String LEGACY_ZSTD_CHUNKED_MANIFEST_POSITION = "io.containers.zstd-chunked.manifest-position";
+
+  /**
+   * The format to read a layer in. A layer is lazily readable only when its descriptor carries the annotation that
+   * lets its TOC be verified; without it, it is read as {@link #PLAIN}, since an unverifiable TOC must not be trusted.
+   */
+  public static LayerFormat of(Descriptor layer) throws UnsupportedMediaTypeException {
+    LayerCompression c = MediaTypes.layerCompression(layer.mediaType());
+    if (c == LayerCompression.GZIP && layer.annotations().containsKey(ESTARGZ_TOC_DIGEST)) {
+      return ESTARGZ;
+    }
+    boolean current = layer.annotations().containsKey(ZSTD_CHUNKED_MANIFEST_CHECKSUM)
+        && layer.annotations().containsKey(ZSTD_CHUNKED_MANIFEST_POSITION);
+    boolean legacy = layer.annotations().containsKey(LEGACY_ZSTD_CHUNKED_MANIFEST_CHECKSUM)
+        && layer.annotations().containsKey(LEGACY_ZSTD_CHUNKED_MANIFEST_POSITION);
+    if (c == LayerCompression.ZSTD && (current || legacy)) {
+      return ZSTD_CHUNKED;
+    }
+    return PLAIN;
+  }
+}

@@ -1,0 +1,42 @@
+package dev.flatpull.fetcher.layer;
+
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/**
+ * Opens a layer of an image for reading in the best way its descriptor allows: lazily through its verified TOC
+ * (eStargz, zstd:chunked), or by fetching it whole into {@code workDir} and indexing it locally (plain layers, and
+ * lazy-format layers whose TOC annotation was lost).
+ */
+public final class LayerOpener {
+  private final RegistryClient client;
+  private final FlatpullConfig config;
+  private final Path workDir;
+
+  public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir) {
+    this.client = client;
+    this.config = config;
+    this.workDir = workDir;
+  }
+
+  public LazyLayer open(Descriptor layer) throws IOException {
+    BlobReader remote = range -> client.readRange(layer.digest(), range);
+    long gap = config.registry().coalesceGapBytes();
+    return switch (LayerFormat.of(layer)) {
+      case ESTARGZ -> new LazyLayer(EstargzToc.read(layer, remote, config.limits()), remote, gap);
+      case ZSTD_CHUNKED -> new LazyLayer(ZstdChunkedToc.read(layer, remote, config.limits()), remote, gap);
+      case PLAIN -> {
+        Files.createDirectories(workDir);
+        Path blob = workDir.resolve(layer.digest().hex() + ".blob");
+        if (!Files.exists(blob)) {
+          client.downloadBlob(layer, blob);
+        }
+        yield PlainLayerIndexer.open(layer, blob, workDir.resolve(layer.digest().hex() + ".tar"), config.limits());
+      }
+    };
+  }
+}

@@ -1,0 +1,87 @@
+package dev.flatpull.snapshotter.cli;
+
+import dev.flatpull.config.ConfigException;
+import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.SizeLimitExceededException;
+import dev.flatpull.fetcher.layer.LayerFormatException;
+import dev.flatpull.fetcher.oci.ManifestFormatException;
+import dev.flatpull.fetcher.oci.UnsupportedMediaTypeException;
+import dev.flatpull.fetcher.registry.RegistryAuthenticationException;
+import dev.flatpull.fetcher.registry.RegistryException;
+import dev.flatpull.fetcher.registry.RegistryNotFoundException;
+import java.io.FileNotFoundException;
+import java.io.PrintWriter;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/** The {@code flatpull} command line. Failures become exit codes here and only here. */
+@Command(
+    name = "flatpull",
+    mixinStandardHelpOptions = true,
+    version = "flatpull 0.1.0",
+    description = "Lazily pulled container images for containerd: inspect, read and convert images.",
+    subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, CommandLine.HelpCommand.class})
+public final class FlatpullCommand implements Runnable {
+  /** Exit codes: stable, documented in docs/cli.md. */
+  static final int USAGE = 2;
+  static final int CONFIG = 3;
+  static final int NOT_FOUND = 4;
+  static final int VERIFICATION = 5;
+  static final int REGISTRY = 6;
+  static final int FORMAT = 7;
+  static final int FAILURE = 1;
+
+  @Override
+  public void run() {
+    new CommandLine(this).usage(System.out);
+  }
+
+  public static void main(String[] args) {
+    System.exit(execute(args));
+  }
+
+  /** Runs the command line and returns the exit code; used by tests as well as {@link #main}. */
+  public static int execute(String... args) {
+    CommandLine cli = new CommandLine(new FlatpullCommand());
+    cli.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
+      PrintWriter err = commandLine.getErr();
+      err.println("flatpull: " + describe(ex));
+      err.flush();
+      return exitCode(ex);
+    });
+    return cli.execute(args);
+  }
+
+  static String describe(Throwable ex) {
+    String kind =
+        ex instanceof DigestMismatchException ? "verification failed: "
+            : ex instanceof SizeLimitExceededException ? "limit exceeded: "
+            : ex instanceof ConfigException ? "configuration error: "
+            : ex instanceof IllegalArgumentException ? "invalid argument: "
+            : "";
+    return kind + ex.getMessage();
+  }
+
+  static int exitCode(Throwable ex) {
+    if (ex instanceof ConfigException) {
+      return CONFIG;
+    }
+    if (ex instanceof RegistryNotFoundException || ex instanceof FileNotFoundException) {
+      return NOT_FOUND;
+    }
+    if (ex instanceof DigestMismatchException) {
+      return VERIFICATION;
+    }
+    if (ex instanceof RegistryAuthenticationException || ex instanceof RegistryException) {
+      return REGISTRY;
+    }
+    if (ex instanceof LayerFormatException || ex instanceof ManifestFormatException
+        || ex instanceof UnsupportedMediaTypeException || ex instanceof SizeLimitExceededException) {
+      return FORMAT;
+    }
+    if (ex instanceof IllegalArgumentException) {
+      return USAGE;
+    }
+    return FAILURE;
+  }
+}
