@@ -1,0 +1,95 @@
+package dev.flatpull.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Optional;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class FlatpullConfigTest {
+  @TempDir Path dir;
+
+  @Test
+  void parse_empty_givesDefaults() throws Exception {
+    assertEquals(FlatpullConfig.DEFAULTS, FlatpullConfig.parse("c.toml", ""));
+  }
+
+  @Test
+  void load_everyKey_isRead() throws Exception {
+    Path f = dir.resolve("config.toml");
+    Files.writeString(f, """
+        root = "/srv/flatpull"
+        [registry]
+        config_path = "/etc/hosts.d"
+        credentials = "/root/.docker/config.json"
+        plain_http = true
+        max_concurrent_requests = 4
+        connect_timeout = "3s"
+        read_timeout = "1m"
+        max_attempts = 2
+        initial_backoff = "50ms"
+        max_backoff = "2s"
+        coalesce_gap = "128KiB"
+        [limits]
+        max_manifest_size = "1MiB"
+        max_toc_size = 1048576
+        max_toc_entries = 10
+        max_chunk_size = "8MiB"
+        max_layer_size = "1GiB"
+        """);
+    FlatpullConfig c = FlatpullConfig.load(f);
+    assertEquals(Path.of("/srv/flatpull"), c.root());
+    assertEquals(Optional.of(Path.of("/etc/hosts.d")), c.registry().hostsDirectory());
+    assertEquals(true, c.registry().plainHttp());
+    assertEquals(Duration.ofMinutes(1), c.registry().readTimeout());
+    assertEquals(128 * 1024, c.registry().coalesceGapBytes());
+    assertEquals(8L << 20, c.limits().maxChunkBytes());
+    assertEquals(1L << 30, c.limits().maxLayerBytes());
+  }
+
+  @Test
+  void parse_wrongType_namesFileKeyAndReason() {
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("flatpull.toml", "[registry]\nmax_attempts = \"three\"\n"));
+    assertEquals("flatpull.toml", e.file());
+    assertEquals("registry.max_attempts", e.key());
+    assertTrue(e.getMessage().contains("must be an integer"), e.getMessage());
+  }
+
+  @Test
+  void parse_unknownKey_isRefusedNotIgnored() {
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f.toml", "[registry]\nmax_atempts = 3\n"));
+    assertEquals("registry.max_atempts", e.key());
+    assertTrue(e.getMessage().contains("unknown key"), e.getMessage());
+  }
+
+  @Test
+  void parse_badValues_areRefused() {
+    assertEquals("registry.read_timeout",
+        assertThrows(ConfigException.class, () -> FlatpullConfig.parse("f", "[registry]\nread_timeout = \"soon\"")).key());
+    assertEquals("limits.max_chunk_size",
+        assertThrows(ConfigException.class, () -> FlatpullConfig.parse("f", "[limits]\nmax_chunk_size = \"lots\"")).key());
+    assertEquals("registry.max_concurrent_requests",
+        assertThrows(ConfigException.class, () -> FlatpullConfig.parse("f", "[registry]\nmax_concurrent_requests = 0")).key());
+    assertEquals("registry.max_backoff", assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f", "[registry]\ninitial_backoff = \"5s\"\nmax_backoff = \"1s\"")).key());
+  }
+
+  @Test
+  void parse_invalidToml_namesTheFile() {
+    ConfigException e = assertThrows(ConfigException.class, () -> FlatpullConfig.parse("broken.toml", "root = = 1"));
+    assertTrue(e.getMessage().startsWith("broken.toml: is not valid TOML"), e.getMessage());
+  }
+
+  @Test
+  void load_missingFile_isAClearError() {
+    ConfigException e = assertThrows(ConfigException.class, () -> FlatpullConfig.load(dir.resolve("nope.toml")));
+    assertTrue(e.getMessage().contains("does not exist"), e.getMessage());
+  }
+}

@@ -1,0 +1,236 @@
+package dev.flatpull.fetcher.layer;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.github.luben.zstd.ZstdInputStream;
+import dev.flatpull.config.FetchLimits;
+import dev.flatpull.core.Digest;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.zip.GZIPInputStream;
+import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
+import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/** Layers written by flatpull's converter read back entry for entry and byte for byte, lazily. */
+class LazyLayerRoundTripTest {
+  private static final long CHUNK = 64 * 1024;
+
+  @TempDir Path dir;
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void everyEntry_readBackLazily_matchesTheSourceTar(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(1, 1_000_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    LazyLayer lazy = new LazyLayer(index, layer.reader(), 0);
+
+    assertEquals(tar.items.size(), index.entries().size(), "every tar entry is in the TOC, landmarks hidden");
+    for (SampleTar.Item item : tar.items) {
+      LayerEntry e = index.entry(item.name()).orElseThrow(() -> new AssertionError("missing " + item.name()));
+      assertEquals(item.type(), e.type(), item.name());
+      if (item.type() != EntryType.SYMLINK && item.type() != EntryType.HARDLINK) {
+        // A link's own mode is meaningless: a symlink is 0777, a hard link shares its target's inode.
+        assertEquals(item.mode(), e.mode(), item.name());
+      }
+      assertEquals(item.uid(), e.uid(), item.name());
+      assertEquals(item.gid(), e.gid(), item.name());
+      if (item.type() == EntryType.SYMLINK || item.type() == EntryType.HARDLINK) {
+        assertEquals(item.link(), e.linkName(), item.name());
+      }
+      if (item.type() == EntryType.REG) {
+        byte[] read = new byte[item.content().length];
+        int n = lazy.read(e, 0, read, 0, read.length);
+        assertEquals(item.content().length, n, item.name());
+        assertArrayEquals(item.content(), read, item.name());
+        if (item.content().length > 0) {
+          assertEquals(java.util.Optional.of(Digest.sha256(item.content())), e.digest(), item.name());
+        }
+      }
+    }
+    LayerEntry dev = index.entry("dev/null").orElseThrow();
+    assertEquals(1, dev.devMajor());
+    assertEquals(3, dev.devMinor());
+    assertArrayEquals("hello".getBytes(StandardCharsets.UTF_8), index.entry("etc/hostname").orElseThrow().xattrs().get("user.comment"));
+    LayerEntry hard = index.entry("usr/bin/big-again").orElseThrow();
+    assertEquals(tar.item("usr/bin/big").content().length, index.contentOf(hard).size());
+    assertTrue(index.entry("etc/.wh.removed").orElseThrow().isWhiteout());
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void wholeBlob_decompressedByAStandardReader_isATarWithTheSameFilesAndTheRecordedDiffId(LayerFormat format)
+      throws Exception {
+    SampleTar tar = new SampleTar(2, 300_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    byte[] plain;
+    try (InputStream in = format == LayerFormat.ESTARGZ
+        ? new GZIPInputStream(new ByteArrayInputStream(layer.blob))
+        : new ZstdInputStream(new ByteArrayInputStream(layer.blob))) {
+      plain = in.readAllBytes();
+    }
+    assertEquals(layer.converted.diffId(), Digest.sha256(plain));
+    assertEquals(layer.converted.uncompressedSize(), plain.length);
+    List<String> names = new ArrayList<>();
+    try (TarArchiveInputStream t = new TarArchiveInputStream(new ByteArrayInputStream(plain))) {
+      TarArchiveEntry e;
+      while ((e = t.getNextEntry()) != null) {
+        String n = e.getName().endsWith("/") ? e.getName().substring(0, e.getName().length() - 1) : e.getName();
+        names.add(n);
+        SampleTar.Item item = tar.items.stream().filter(i -> i.name().equals(n)).findFirst().orElse(null);
+        if (item == null) {
+          continue;
+        }
+        switch (item.type()) {
+          case REG -> assertArrayEquals(item.content(), t.readAllBytes(), n);
+          case SYMLINK -> assertEquals(item.link(), e.getLinkName(), n);
+          case HARDLINK -> assertTrue(e.isLink() && e.getLinkName().equals(item.link()), n);
+          case FIFO -> assertTrue(e.isFIFO(), n);
+          case CHAR -> assertTrue(e.isCharacterDevice() && e.getDevMajor() == 1 && e.getDevMinor() == 3, n);
+          case DIR -> assertTrue(e.isDirectory(), n);
+          default -> {}
+        }
+      }
+    }
+    for (SampleTar.Item i : tar.items) {
+      assertTrue(names.contains(i.name()), "standard tar reader sees " + i.name());
+    }
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void smallRangeOfABigFile_fetchesOnlyTheCoveringChunks(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(3, 2_000_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    layer.requests.set(0);
+    layer.bytesServed.set(0);
+    LazyLayer lazy = new LazyLayer(index, layer.reader(), 0);
+    byte[] buf = new byte[100];
+    lazy.read(index.entry("usr/bin/big").orElseThrow(), 1_000_000, buf, 0, 100);
+    assertArrayEquals(java.util.Arrays.copyOfRange(tar.item("usr/bin/big").content(), 1_000_000, 1_000_100), buf);
+    assertEquals(1, layer.requests.get());
+    assertTrue(layer.bytesServed.get() < 2 * CHUNK, "one chunk's worth, not the file: " + layer.bytesServed.get());
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void wholeFileOfManyChunks_isFetchedInOneCoalescedRequest(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(4, 1_000_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    LayerEntry big = index.entry("usr/bin/big").orElseThrow();
+    assertTrue(big.chunks().size() >= 15, "chunked: " + big.chunks().size());
+    layer.requests.set(0);
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    new LazyLayer(index, layer.reader(), 0).copyTo(big, out);
+    assertArrayEquals(tar.item("usr/bin/big").content(), out.toByteArray());
+    assertEquals(1, layer.requests.get());
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void concurrentReadsOfOneChunk_shareOneFetch(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(5, 200_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    AtomicInteger fetches = new AtomicInteger();
+    CountDownLatch allWaiting = new CountDownLatch(1);
+    BlobReader slow = range -> {
+      fetches.incrementAndGet();
+      try {
+        allWaiting.await();
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        throw new java.io.InterruptedIOException();
+      }
+      return java.util.Arrays.copyOfRange(layer.blob, (int) range.offset(), (int) range.end());
+    };
+    LazyLayer lazy = new LazyLayer(index, slow, 0);
+    LayerEntry odd = index.entry("usr/share/doc/odd").orElseThrow();
+    ExecutorService pool = Executors.newFixedThreadPool(8);
+    try {
+      List<Future<byte[]>> results = new ArrayList<>();
+      for (int i = 0; i < 8; i++) {
+        results.add(pool.submit(() -> {
+          byte[] b = new byte[4097];
+          lazy.read(odd, 0, b, 0, b.length);
+          return b;
+        }));
+      }
+      Thread.sleep(200);
+      allWaiting.countDown();
+      for (Future<byte[]> f : results) {
+        assertArrayEquals(tar.item("usr/share/doc/odd").content(), f.get());
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(1, fetches.get());
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void chunkWithAnyByteFlipped_isNeverReturnedWrong(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(6, 10_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    LayerEntry odd = index.entry("usr/share/doc/odd").orElseThrow();
+    byte[] expected = tar.item("usr/share/doc/odd").content();
+    LayerChunk chunk = odd.chunks().get(0);
+    int refused = 0;
+    for (long pos = chunk.stored().offset(); pos < chunk.stored().end(); pos++) {
+      byte[] corrupt = layer.blob.clone();
+      corrupt[(int) pos] ^= 0x01;
+      LazyLayer lazy = new LazyLayer(index, layer.reader(corrupt), 0);
+      byte[] got = new byte[expected.length];
+      try {
+        lazy.read(odd, 0, got, 0, got.length);
+        assertArrayEquals(expected, got, "a flip at " + pos + " was served as different bytes");
+      } catch (IOException e) {
+        refused++;
+        assertFalse(e.getMessage().isEmpty());
+      }
+    }
+    assertTrue(refused > (chunk.stored().length() * 9) / 10,
+        "most flips must be caught (" + refused + " of " + chunk.stored().length() + ")");
+  }
+
+  @org.junit.jupiter.api.Test
+  void prioritizedFiles_comeFirstAndTheLandmarkRecordsThem() throws Exception {
+    SampleTar tar = new SampleTar(7, 50_000);
+    BuiltLayer layer = BuiltLayer.write(
+        tar.bytes, LayerFormat.ESTARGZ, CHUNK, List.of("/usr/share/doc/odd", "etc/hostname", "not/there"), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    assertEquals(List.of("usr/share/doc/odd", "etc/hostname"), index.prioritized());
+    List<String> order = index.entries().stream().map(LayerEntry::name).toList();
+    assertEquals(List.of("usr", "usr/share", "usr/share/doc", "usr/share/doc/odd", "etc", "etc/hostname"), order.subList(0, 6));
+    long oddOffset = index.entry("usr/share/doc/odd").orElseThrow().chunks().get(0).stored().offset();
+    long bigOffset = index.entry("usr/bin/big").orElseThrow().chunks().get(0).stored().offset();
+    assertTrue(oddOffset < bigOffset, "prioritized content is stored first");
+  }
+
+  @org.junit.jupiter.api.Test
+  void noPrioritizedFiles_noPrefetchList() throws Exception {
+    SampleTar tar = new SampleTar(8, 5_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, LayerFormat.ESTARGZ, CHUNK, List.of(), dir);
+    assertEquals(List.of(), layer.index(FetchLimits.DEFAULTS).prioritized());
+    assertTrue(new String(layer.blob, StandardCharsets.ISO_8859_1).length() > 0);
+  }
+}

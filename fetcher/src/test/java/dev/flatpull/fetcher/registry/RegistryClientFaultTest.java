@@ -1,0 +1,377 @@
+package dev.flatpull.fetcher.registry;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RegistryCredential;
+import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.core.ByteRange;
+import dev.flatpull.core.Digest;
+import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.reference.ImageReference;
+import java.io.IOException;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.InstantSource;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import mockwebserver3.MockResponse;
+import mockwebserver3.MockWebServer;
+import mockwebserver3.RecordedRequest;
+import mockwebserver3.SocketEffect;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** Fault handling of the registry client against a real in-process HTTP server that misbehaves on purpose. */
+class RegistryClientFaultTest {
+  private static final byte[] BLOB = "0123456789abcdefghijklmnopqrstuvwxyz".getBytes(StandardCharsets.US_ASCII);
+  private static final Digest BLOB_DIGEST = Digest.sha256(BLOB);
+
+  private MockWebServer server;
+  private final List<Duration> sleeps = new CopyOnWriteArrayList<>();
+  private final FetchStatistics stats = new FetchStatistics();
+  private Instant now = Instant.parse("2026-01-01T00:00:00Z");
+  private RegistryClients clients;
+
+  @BeforeEach
+  void start() throws IOException {
+    server = new MockWebServer();
+    server.start();
+  }
+
+  @AfterEach
+  void stop() {
+    if (clients != null) {
+      clients.close();
+    }
+    server.close();
+  }
+
+  private RegistryClient client(RegistryCredentials creds, Duration readTimeout) {
+    FlatpullConfig config = FlatpullConfig.DEFAULTS;
+    config = config.withRegistry(config.registry().withPlainHttp(true)
+        .withBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
+        .withTimeouts(Duration.ofSeconds(2), readTimeout));
+    config = config.withRegistry(new dev.flatpull.config.RegistrySettings(
+        Optional.empty(), Optional.empty(), true, 4, config.registry().connectTimeout(), config.registry().readTimeout(),
+        4, config.registry().initialBackoff(), config.registry().maxBackoff(), 0));
+    InstantSource clock = () -> now;
+    clients = new RegistryClients(config, creds, stats, sleeps::add, clock);
+    return clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
+  }
+
+  private RegistryClient client() {
+    return client(RegistryCredentials.NONE, Duration.ofSeconds(5));
+  }
+
+  private static MockResponse partial(int from, int to) {
+    return new MockResponse.Builder().code(206)
+        .setHeader("Content-Range", "bytes " + from + "-" + (to - 1) + "/" + BLOB.length)
+        .body(new String(BLOB, from, to - from, StandardCharsets.US_ASCII)).build();
+  }
+
+  private static MockResponse bearerChallenge(String realm) {
+    return new MockResponse.Builder().code(401)
+        .setHeader("WWW-Authenticate", "Bearer realm=\"" + realm + "\",service=\"registry.test\",scope=\"repository:team/app:pull\"")
+        .build();
+  }
+
+  @Test
+  void readRange_bearerChallenge_fetchesTokenWithScopeAndReusesIt() throws Exception {
+    RegistryClient c = client();
+    String realm = server.url("/token").toString();
+    server.enqueue(bearerChallenge(realm));
+    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"t1\",\"expires_in\":300}").build());
+    server.enqueue(partial(0, 4));
+    server.enqueue(partial(4, 8));
+
+    assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertArrayEquals("4567".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(4, 4)));
+
+    RecordedRequest first = server.takeRequest();
+    assertNull(first.getHeaders().get("Authorization"));
+    RecordedRequest token = server.takeRequest();
+    assertEquals("/token", token.getUrl().encodedPath());
+    assertEquals("repository:team/app:pull", token.getUrl().queryParameter("scope"));
+    assertEquals("registry.test", token.getUrl().queryParameter("service"));
+    assertEquals("Bearer t1", server.takeRequest().getHeaders().get("Authorization"));
+    assertEquals("Bearer t1", server.takeRequest().getHeaders().get("Authorization"));
+    assertEquals(4, server.getRequestCount());
+  }
+
+  @Test
+  void readRange_tokenRejectedLater_refreshesTokenOnce() throws Exception {
+    RegistryClient c = client();
+    String realm = server.url("/token").toString();
+    server.enqueue(bearerChallenge(realm));
+    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"old\"}").build());
+    server.enqueue(partial(0, 4));
+    server.enqueue(bearerChallenge(realm));
+    server.enqueue(new MockResponse.Builder().code(200).body("{\"access_token\":\"new\"}").build());
+    server.enqueue(partial(4, 8));
+
+    c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    assertArrayEquals("4567".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(4, 4)));
+    for (int i = 0; i < 3; i++) {
+      server.takeRequest();
+    }
+    assertEquals("Bearer old", server.takeRequest().getHeaders().get("Authorization"));
+    server.takeRequest();
+    assertEquals("Bearer new", server.takeRequest().getHeaders().get("Authorization"));
+  }
+
+  @Test
+  void readRange_tokenExpired_fetchesNewTokenWithoutA401() throws Exception {
+    RegistryClient c = client();
+    String realm = server.url("/token").toString();
+    server.enqueue(bearerChallenge(realm));
+    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"a\",\"expires_in\":60}").build());
+    server.enqueue(partial(0, 4));
+    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"b\",\"expires_in\":60}").build());
+    server.enqueue(partial(0, 4));
+
+    c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    now = now.plusSeconds(120);
+    c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    for (int i = 0; i < 4; i++) {
+      server.takeRequest();
+    }
+    assertEquals("Bearer b", server.takeRequest().getHeaders().get("Authorization"));
+  }
+
+  @Test
+  void readRange_tokenServiceWithCredentials_sendsBasicToTokenService() throws Exception {
+    RegistryClient c = client(RegistryCredentials.of(Map.of(
+        server.getHostName() + ":" + server.getPort(), RegistryCredential.basic("alice", "s3cret"))), Duration.ofSeconds(5));
+    server.enqueue(bearerChallenge(server.url("/token").toString()));
+    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"t\"}").build());
+    server.enqueue(partial(0, 4));
+    c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    server.takeRequest();
+    assertEquals("Basic YWxpY2U6czNjcmV0", server.takeRequest().getHeaders().get("Authorization"));
+  }
+
+  @Test
+  void readRange_tokenServiceRefuses_failsWithAuthenticationError() {
+    RegistryClient c = client();
+    server.enqueue(bearerChallenge(server.url("/token").toString()));
+    server.enqueue(new MockResponse.Builder().code(401).build());
+    RegistryAuthenticationException e =
+        assertThrows(RegistryAuthenticationException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertTrue(e.getMessage().contains("refused"), e.getMessage());
+  }
+
+  @Test
+  void readRange_basicChallengeWithoutCredentials_failsNamingTheHost() {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(401).setHeader("WWW-Authenticate", "Basic realm=\"r\"").build());
+    RegistryAuthenticationException e =
+        assertThrows(RegistryAuthenticationException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertTrue(e.getMessage().contains("no credentials"), e.getMessage());
+  }
+
+  @Test
+  void readRange_connectionResetMidBody_retriesAndSucceeds() throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(206)
+        .setHeader("Content-Range", "bytes 0-35/36").body(new String(BLOB, StandardCharsets.US_ASCII))
+        .throttleBody(8, 0, TimeUnit.MILLISECONDS)
+        .onResponseBody(SocketEffect.ShutdownConnection.INSTANCE).build());
+    server.enqueue(partial(0, 36));
+    assertArrayEquals(BLOB, c.readRange(BLOB_DIGEST, new ByteRange(0, 36)));
+    assertEquals(1, sleeps.size());
+    assertEquals(1, stats.failures());
+  }
+
+  @Test
+  void readRange_truncatedBody_retriesAndSucceeds() throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(206)
+        .setHeader("Content-Range", "bytes 0-35/36").setHeader("Content-Length", "36").body("0123")
+        .onResponseEnd(SocketEffect.ShutdownConnection.INSTANCE).build());
+    server.enqueue(partial(0, 36));
+    assertArrayEquals(BLOB, c.readRange(BLOB_DIGEST, new ByteRange(0, 36)));
+  }
+
+  @Test
+  void readRange_alwaysTruncated_failsWithUnavailableAfterMaxAttempts() {
+    RegistryClient c = client();
+    for (int i = 0; i < 4; i++) {
+      server.enqueue(new MockResponse.Builder().code(206)
+          .setHeader("Content-Range", "bytes 0-35/36").setHeader("Content-Length", "36").body("0123")
+          .onResponseEnd(SocketEffect.ShutdownConnection.INSTANCE).build());
+    }
+    RegistryUnavailableException e =
+        assertThrows(RegistryUnavailableException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 36)));
+    assertTrue(e.getMessage().contains("gave up after 4 attempts"), e.getMessage());
+    assertInstanceOf(IOException.class, e.getCause());
+  }
+
+  @Test
+  void readRange_500Then503ThenOk_retriesWithGrowingBackoff() throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(500).build());
+    server.enqueue(new MockResponse.Builder().code(503).build());
+    server.enqueue(partial(2, 6));
+    assertArrayEquals("2345".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(2, 4)));
+    assertEquals(2, sleeps.size());
+    sleeps.forEach(d -> assertTrue(d.toMillis() <= 100, "back-off is capped: " + d));
+  }
+
+  @Test
+  void readRange_always503_failsWithStatusInTheError() {
+    RegistryClient c = client();
+    for (int i = 0; i < 4; i++) {
+      server.enqueue(new MockResponse.Builder().code(503)
+          .body("{\"errors\":[{\"code\":\"UNAVAILABLE\",\"message\":\"maintenance\"}]}").build());
+    }
+    RegistryUnavailableException e =
+        assertThrows(RegistryUnavailableException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertEquals(503, e.status());
+    assertTrue(e.getMessage().contains("maintenance"), e.getMessage());
+  }
+
+  @Test
+  void readRange_429WithRetryAfter_waitsAtLeastThatLong() throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(429).setHeader("Retry-After", "3").build());
+    server.enqueue(partial(0, 4));
+    c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    assertEquals(List.of(Duration.ofSeconds(3)), sleeps);
+  }
+
+  @Test
+  void readRange_slowResponse_timesOutRetriesAndSucceeds() throws Exception {
+    RegistryClient c = client(RegistryCredentials.NONE, Duration.ofMillis(300));
+    server.enqueue(new MockResponse.Builder().code(206).setHeader("Content-Range", "bytes 0-3/36").body("0123")
+        .headersDelay(2, TimeUnit.SECONDS).build());
+    server.enqueue(partial(0, 4));
+    assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertEquals(1, stats.failures());
+  }
+
+  @Test
+  void readRange_alwaysSlow_failsWithTimeoutAsCause() {
+    RegistryClient c = client(RegistryCredentials.NONE, Duration.ofMillis(200));
+    for (int i = 0; i < 4; i++) {
+      server.enqueue(new MockResponse.Builder().code(206).setHeader("Content-Range", "bytes 0-3/36").body("0123")
+          .headersDelay(2, TimeUnit.SECONDS).build());
+    }
+    RegistryUnavailableException e =
+        assertThrows(RegistryUnavailableException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertInstanceOf(SocketTimeoutException.class, e.getCause());
+  }
+
+  @Test
+  void readRange_registryIgnoresRangeAndSends200_returnsTheRequestedSlice() throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(200).body(new String(BLOB, StandardCharsets.US_ASCII)).build());
+    assertArrayEquals("abcd".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(10, 4)));
+    assertEquals("bytes=10-13", server.takeRequest().getHeaders().get("Range"));
+  }
+
+  @Test
+  void readRange_contentRangeDoesNotMatch_failsWithProtocolError() {
+    RegistryClient c = client();
+    server.enqueue(partial(4, 8));
+    RegistryProtocolException e =
+        assertThrows(RegistryProtocolException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertTrue(e.getMessage().contains("Content-Range"), e.getMessage());
+  }
+
+  @Test
+  void readRange_redirectToAnotherHost_dropsAuthorization() throws Exception {
+    try (MockWebServer storage = new MockWebServer()) {
+      storage.start();
+      RegistryClient c = client();
+      server.enqueue(bearerChallenge(server.url("/token").toString()));
+      server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"secret\"}").build());
+      // 127.0.0.1 vs localhost: a different host for okhttp even if the port were the same.
+      String location = "http://127.0.0.1:" + storage.getPort() + "/bucket/blob";
+      server.enqueue(new MockResponse.Builder().code(307).setHeader("Location", location).build());
+      storage.enqueue(partial(0, 4));
+      assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+      server.takeRequest();
+      server.takeRequest();
+      assertEquals("Bearer secret", server.takeRequest().getHeaders().get("Authorization"));
+      RecordedRequest atStorage = storage.takeRequest();
+      assertNull(atStorage.getHeaders().get("Authorization"));
+      assertEquals("bytes=0-3", atStorage.getHeaders().get("Range"));
+    }
+  }
+
+  @Test
+  void fetchManifest_notFound_failsWithNotFoundCarryingTheRegistryError() {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(404)
+        .body("{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\",\"message\":\"manifest unknown\"}]}").build());
+    RegistryNotFoundException e = assertThrows(RegistryNotFoundException.class, () -> c.fetchManifest("v1"));
+    assertTrue(e.getMessage().contains("MANIFEST_UNKNOWN"), e.getMessage());
+    assertEquals(404, e.status());
+  }
+
+  @Test
+  void fetchManifest_byDigestWithOtherBytes_failsVerification() {
+    RegistryClient c = client();
+    byte[] manifest = manifestJson();
+    server.enqueue(new MockResponse.Builder().code(200).body(new String(manifest, StandardCharsets.UTF_8) + " ").build());
+    assertThrows(DigestMismatchException.class, () -> c.fetchManifest(Digest.sha256(manifest).toString()));
+  }
+
+  @Test
+  void fetchManifest_byTag_parsesAndSendsAcceptHeader() throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(200).setHeader("Content-Type", MediaTypes.OCI_MANIFEST)
+        .body(new String(manifestJson(), StandardCharsets.UTF_8)).build());
+    ImageManifest m = (ImageManifest) c.fetchManifest("v1");
+    assertEquals(1, m.layers().size());
+    assertTrue(server.takeRequest().getHeaders().get("Accept").contains(MediaTypes.OCI_INDEX));
+  }
+
+  @Test
+  void fetchBlob_wrongBytes_failsVerificationAndReturnsNothing() {
+    RegistryClient c = client();
+    byte[] wrong = BLOB.clone();
+    wrong[3] ^= 1;
+    for (int i = 0; i < 4; i++) {
+      server.enqueue(new MockResponse.Builder().code(200).body(new String(wrong, StandardCharsets.US_ASCII)).build());
+    }
+    Descriptor d = new Descriptor(MediaTypes.OCI_CONFIG, BLOB_DIGEST, BLOB.length, Map.of());
+    DigestMismatchException e = assertThrows(DigestMismatchException.class, () -> c.fetchBlob(d));
+    assertEquals(BLOB_DIGEST, e.expected());
+    assertEquals(1, server.getRequestCount(), "a digest mismatch is not a transient fault");
+  }
+
+  @Test
+  void downloadBlob_resetThenOk_writesVerifiedFileOnly(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+      throws Exception {
+    RegistryClient c = client();
+    server.enqueue(new MockResponse.Builder().code(200).setHeader("Content-Length", "36").body("0123")
+        .onResponseEnd(SocketEffect.ShutdownConnection.INSTANCE).build());
+    server.enqueue(new MockResponse.Builder().code(200).body(new String(BLOB, StandardCharsets.US_ASCII)).build());
+    java.nio.file.Path target = dir.resolve("blob");
+    c.downloadBlob(new Descriptor(MediaTypes.OCI_LAYER, BLOB_DIGEST, BLOB.length, Map.of()), target);
+    assertArrayEquals(BLOB, java.nio.file.Files.readAllBytes(target));
+    assertEquals(1, java.nio.file.Files.list(dir).count(), "no partial file is left behind");
+  }
+
+  private static byte[] manifestJson() {
+    return ("{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"config\":{\"mediaType\":\""
+        + MediaTypes.OCI_CONFIG + "\",\"digest\":\"" + BLOB_DIGEST + "\",\"size\":36},\"layers\":[{\"mediaType\":\""
+        + MediaTypes.OCI_LAYER_GZIP + "\",\"digest\":\"" + BLOB_DIGEST + "\",\"size\":36}]}").getBytes(StandardCharsets.UTF_8);
+  }
+}
