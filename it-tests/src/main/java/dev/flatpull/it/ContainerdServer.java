@@ -1,0 +1,79 @@
+package dev.flatpull.it;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+
+/** A real containerd with its own root, state and socket, driven through {@code ctr-remote}. One per test class. */
+public final class ContainerdServer implements AutoCloseable {
+  private final Process process;
+  private final Path dir;
+  private final Path socket;
+  private final Path ctr;
+
+  private ContainerdServer(Process process, Path dir, Path socket, Path ctr) {
+    this.process = process;
+    this.dir = dir;
+    this.socket = socket;
+    this.ctr = ctr;
+  }
+
+  public static ContainerdServer start() throws IOException, InterruptedException {
+    Path containerd = Processes.require("containerd");
+    Path ctr = Processes.require("ctr-remote");
+    Path dir = Files.createTempDirectory("flatpull-containerd");
+    Path socket = dir.resolve("containerd.sock");
+    Path config = dir.resolve("config.toml");
+    Files.writeString(config, """
+        version = 2
+        root = "%s"
+        state = "%s"
+        disabled_plugins = ["io.containerd.grpc.v1.cri"]
+        [grpc]
+          address = "%s"
+        """.formatted(dir.resolve("root"), dir.resolve("state"), socket));
+    Process p = new ProcessBuilder(containerd.toString(), "--config", config.toString())
+        .redirectErrorStream(true).redirectOutput(dir.resolve("containerd.log").toFile()).start();
+    ContainerdServer server = new ContainerdServer(p, dir, socket, ctr);
+    Instant deadline = Instant.now().plus(Duration.ofSeconds(30));
+    while (Instant.now().isBefore(deadline)) {
+      if (!p.isAlive()) {
+        throw new IOException("containerd exited: " + Files.readString(dir.resolve("containerd.log")));
+      }
+      if (Files.exists(socket) && server.ctr("version").exitCode() == 0) {
+        return server;
+      }
+      Thread.sleep(200);
+    }
+    server.close0();
+    throw new IOException("containerd did not start within 30 s");
+  }
+
+  /** Runs {@code ctr-remote -a SOCKET --namespace flatpull-it ARGS}. */
+  public Processes.Result ctr(String... args) throws IOException, InterruptedException {
+    List<String> cmd = new ArrayList<>(List.of(ctr.toString(), "-a", socket.toString(), "--namespace", "flatpull-it"));
+    cmd.addAll(List.of(args));
+    return Processes.run(cmd, 300);
+  }
+
+  /** Like {@link #ctr} but fails on a non-zero exit. */
+  public Processes.Result ctrOk(String... args) throws IOException, InterruptedException {
+    List<String> cmd = new ArrayList<>(List.of("ctr-remote"));
+    cmd.addAll(List.of(args));
+    return ctr(args).orThrow(cmd);
+  }
+
+  private void close0() throws IOException, InterruptedException {
+    Processes.stop(process);
+    Processes.deleteTree(dir);
+  }
+
+  @Override
+  public void close() throws Exception {
+    close0();
+  }
+}

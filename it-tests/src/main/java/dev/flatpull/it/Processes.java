@@ -1,0 +1,92 @@
+package dev.flatpull.it;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Assumptions;
+
+/** Runs and finds the external programs the integration tests use. */
+public final class Processes {
+  /** When set (as {@code .ci/run} does), a missing program fails the test instead of skipping it. */
+  public static final String REQUIRE_ENV = "FLATPULL_REQUIRE_IT";
+
+  private Processes() {}
+
+  /** The outcome of a finished command. */
+  public record Result(int exitCode, String stdout, String stderr) {
+    public Result orThrow(List<String> command) {
+      if (exitCode != 0) {
+        throw new IllegalStateException(String.join(" ", command) + " exited " + exitCode + ":\n" + stderr + stdout);
+      }
+      return this;
+    }
+  }
+
+  /** The absolute path of a program on PATH; skips the test (or fails, under CI) when it is absent. */
+  public static Path require(String program) {
+    for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin:/bin").split(":")) {
+      Path p = Path.of(dir, program);
+      if (Files.isExecutable(p)) {
+        return p;
+      }
+    }
+    String reason = program + " is not installed (Debian package: " + packageOf(program) + ")";
+    if (System.getenv(REQUIRE_ENV) != null) {
+      throw new IllegalStateException(reason);
+    }
+    Assumptions.abort(reason);
+    return null;
+  }
+
+  private static String packageOf(String program) {
+    return switch (program) {
+      case "docker-registry" -> "docker-registry";
+      case "ctr-remote" -> "stargz-snapshotter";
+      case "containerd", "ctr" -> "containerd";
+      default -> program;
+    };
+  }
+
+  /** Runs a command to completion (at most {@code timeoutSeconds}), capturing its output. */
+  public static Result run(List<String> command, long timeoutSeconds) throws IOException, InterruptedException {
+    Path out = Files.createTempFile("flatpull-it", ".out");
+    Path err = Files.createTempFile("flatpull-it", ".err");
+    try {
+      Process p = new ProcessBuilder(command).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
+      if (!p.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new IOException(String.join(" ", command) + " did not finish in " + timeoutSeconds + " s");
+      }
+      return new Result(p.exitValue(), Files.readString(out, StandardCharsets.UTF_8), Files.readString(err, StandardCharsets.UTF_8));
+    } finally {
+      Files.deleteIfExists(out);
+      Files.deleteIfExists(err);
+    }
+  }
+
+  /** Stops a server process: SIGTERM, then SIGKILL after a grace period. */
+  public static void stop(Process p) throws InterruptedException {
+    if (p == null || !p.isAlive()) {
+      return;
+    }
+    p.destroy();
+    if (!p.waitFor(10, TimeUnit.SECONDS)) {
+      p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    }
+  }
+
+  /** Deletes a directory tree, ignoring what is already gone. */
+  public static void deleteTree(Path dir) throws IOException {
+    if (!Files.exists(dir)) {
+      return;
+    }
+    try (var walk = Files.walk(dir)) {
+      for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+        Files.deleteIfExists(p);
+      }
+    }
+  }
+}

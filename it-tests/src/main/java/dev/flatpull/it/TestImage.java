@@ -1,0 +1,168 @@
+package dev.flatpull.it;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.zip.GZIPOutputStream;
+import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
+import org.apache.commons.compress.archivers.tar.TarArchiveOutputStream;
+import org.apache.commons.compress.archivers.tar.TarConstants;
+
+/**
+ * A two-layer image built from real files (the running JDK's shared libraries and configuration files, which every
+ * machine that builds flatpull has), written with commons-compress so that flatpull's own tar code is not the judge of
+ * itself. The lower layer is gzip, the upper one uncompressed; the upper one deletes, replaces and adds files.
+ * {@link #files} is what the merged image must show.
+ */
+public final class TestImage {
+  /** The merged view: path (no leading slash) to content, for every regular file. */
+  public final Map<String, byte[]> files = new LinkedHashMap<>();
+  /** Paths the upper layer deletes. */
+  public final Set<String> deleted = new TreeSet<>();
+  /** A small file in the large lower layer, for lazy-transfer checks. */
+  public final String smallFile = "etc/hostname";
+  public final long lowerLayerSize;
+  public final ImageReference reference;
+
+  private TestImage(ImageReference reference, long lowerLayerSize) {
+    this.reference = reference;
+    this.lowerLayerSize = lowerLayerSize;
+  }
+
+  /** Builds the image and pushes it to {@code registry} as {@code REPO:TAG}. */
+  public static TestImage push(RegistryServer registry, String repository, String tag) throws IOException {
+    ImageReference ref = ImageReference.parse(registry.address() + "/" + repository + ":" + tag);
+    Path jdk = Path.of(System.getProperty("java.home"));
+    Map<String, byte[]> lower = new LinkedHashMap<>();
+    try (var libs = Files.list(jdk.resolve("lib"))) {
+      for (Path p : libs.filter(p -> p.toString().endsWith(".so")).sorted().toList()) {
+        lower.put("usr/lib/jvm/lib/" + p.getFileName(), Files.readAllBytes(p));
+      }
+    }
+    Path libjvm = jdk.resolve("lib/server/libjvm.so");
+    if (Files.isRegularFile(libjvm)) {
+      lower.put("usr/lib/jvm/lib/server/libjvm.so", Files.readAllBytes(libjvm));
+    }
+    Path conf = jdk.resolve("conf").toRealPath();
+    try (var walk = Files.walk(conf)) {
+      for (Path p : walk.filter(Files::isRegularFile).sorted().toList()) {
+        lower.put("etc/java/" + conf.relativize(p), Files.readAllBytes(p));
+      }
+    }
+    lower.put("etc/hostname", "flatpull-it\n".getBytes(StandardCharsets.US_ASCII));
+    lower.put("etc/remove-me", "doomed\n".getBytes(StandardCharsets.US_ASCII));
+    lower.put("etc/motd", "lower\n".getBytes(StandardCharsets.US_ASCII));
+
+    Map<String, byte[]> upper = new LinkedHashMap<>();
+    upper.put("etc/motd", "upper\n".getBytes(StandardCharsets.US_ASCII));
+    upper.put("app/config.json", "{\"listen\":\":8080\"}\n".getBytes(StandardCharsets.US_ASCII));
+
+    ByteArrayOutputStream lowerTar = new ByteArrayOutputStream();
+    try (TarArchiveOutputStream tar = tar(lowerTar)) {
+      writeDirsAndFiles(tar, lower);
+      TarArchiveEntry sym = new TarArchiveEntry("usr/lib/jvm/lib/libjava-link.so", TarConstants.LF_SYMLINK);
+      sym.setLinkName("libjava.so");
+      tar.putArchiveEntry(sym);
+      tar.closeArchiveEntry();
+      TarArchiveEntry hard = new TarArchiveEntry("usr/lib/jvm/lib/libjava-hard.so", TarConstants.LF_LINK);
+      hard.setLinkName("usr/lib/jvm/lib/libjava.so");
+      tar.putArchiveEntry(hard);
+      tar.closeArchiveEntry();
+    }
+    ByteArrayOutputStream upperTar = new ByteArrayOutputStream();
+    try (TarArchiveOutputStream tar = tar(upperTar)) {
+      writeDirsAndFiles(tar, upper);
+      TarArchiveEntry whiteout = new TarArchiveEntry("etc/.wh.remove-me");
+      tar.putArchiveEntry(whiteout);
+      tar.closeArchiveEntry();
+    }
+    ByteArrayOutputStream gz = new ByteArrayOutputStream();
+    try (GZIPOutputStream g = new GZIPOutputStream(gz)) {
+      g.write(lowerTar.toByteArray());
+    }
+    byte[] lowerBlob = gz.toByteArray();
+    byte[] upperBlob = upperTar.toByteArray();
+
+    TestImage image = new TestImage(ref, lowerBlob.length);
+    image.files.putAll(lower);
+    image.files.putAll(upper);
+    image.files.remove("etc/remove-me");
+    image.files.put("usr/lib/jvm/lib/libjava-hard.so", lower.get("usr/lib/jvm/lib/libjava.so"));
+    image.files.put("usr/lib/jvm/lib/libjava-link.so", lower.get("usr/lib/jvm/lib/libjava.so"));
+    image.deleted.add("etc/remove-me");
+
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    try (RegistryClients clients = new RegistryClients(config, dev.flatpull.config.RegistryCredentials.NONE,
+        FetchListener.NONE, dev.flatpull.fetcher.registry.Sleeper.SYSTEM, java.time.InstantSource.system())) {
+      RegistryClient client = clients.client(ref);
+      Descriptor l1 = new Descriptor(MediaTypes.OCI_LAYER_GZIP, Digest.sha256(lowerBlob), lowerBlob.length, Map.of());
+      Descriptor l2 = new Descriptor(MediaTypes.OCI_LAYER, Digest.sha256(upperBlob), upperBlob.length, Map.of());
+      client.pushBlob(l1, lowerBlob);
+      client.pushBlob(l2, upperBlob);
+      ObjectMapper json = new ObjectMapper();
+      ObjectNode cfg = json.createObjectNode();
+      cfg.put("architecture", Platform.current().architecture());
+      cfg.put("os", "linux");
+      cfg.putObject("config").putArray("Cmd").add("/usr/lib/jvm/lib/libjava.so");
+      ObjectNode rootfs = cfg.putObject("rootfs");
+      rootfs.put("type", "layers");
+      rootfs.putArray("diff_ids").add(Digest.sha256(lowerTar.toByteArray()).toString()).add(Digest.sha256(upperBlob).toString());
+      byte[] cfgBytes = json.writeValueAsBytes(cfg);
+      Descriptor c = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(cfgBytes), cfgBytes.length, Map.of());
+      client.pushBlob(c, cfgBytes);
+      client.pushManifest(tag, MediaTypes.OCI_MANIFEST, OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, c, List.of(l1, l2), Map.of()));
+    }
+    return image;
+  }
+
+  private static TarArchiveOutputStream tar(ByteArrayOutputStream out) {
+    TarArchiveOutputStream t = new TarArchiveOutputStream(out);
+    t.setLongFileMode(TarArchiveOutputStream.LONGFILE_POSIX);
+    return t;
+  }
+
+  private static void writeDirsAndFiles(TarArchiveOutputStream tar, Map<String, byte[]> files) throws IOException {
+    Set<String> dirs = new TreeSet<>(Comparator.naturalOrder());
+    for (String f : files.keySet()) {
+      for (int i = f.indexOf('/'); i > 0; i = f.indexOf('/', i + 1)) {
+        dirs.add(f.substring(0, i));
+      }
+    }
+    for (String d : dirs) {
+      TarArchiveEntry e = new TarArchiveEntry(d + "/");
+      e.setMode(040755);
+      tar.putArchiveEntry(e);
+      tar.closeArchiveEntry();
+    }
+    List<String> names = new ArrayList<>(files.keySet());
+    for (String f : names) {
+      TarArchiveEntry e = new TarArchiveEntry(f);
+      e.setSize(files.get(f).length);
+      e.setMode(f.endsWith(".so") ? 0100755 : 0100644);
+      tar.putArchiveEntry(e);
+      tar.write(files.get(f));
+      tar.closeArchiveEntry();
+    }
+  }
+}
