@@ -52,7 +52,12 @@ public final class TestImage {
 
   /** Builds the image and pushes it to {@code registry} as {@code REPO:TAG}. */
   public static TestImage push(RegistryServer registry, String repository, String tag) throws IOException {
-    ImageReference ref = ImageReference.parse(registry.address() + "/" + repository + ":" + tag);
+    return push(registry.address(), repository, tag);
+  }
+
+  /** Builds the image and pushes it over plain HTTP to the registry at {@code HOST:PORT}. */
+  public static TestImage push(String registryAddress, String repository, String tag) throws IOException {
+    ImageReference ref = ImageReference.parse(registryAddress + "/" + repository + ":" + tag);
     Path jdk = Path.of(System.getProperty("java.home"));
     Map<String, byte[]> lower = new LinkedHashMap<>();
     try (var libs = Files.list(jdk.resolve("lib"))) {

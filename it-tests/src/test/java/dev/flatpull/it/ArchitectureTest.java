@@ -1,0 +1,62 @@
+package dev.flatpull.it;
+
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+
+import com.tngtech.archunit.core.domain.JavaClasses;
+import com.tngtech.archunit.core.importer.ClassFileImporter;
+import com.tngtech.archunit.core.importer.ImportOption;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The module layering of docs/architecture.md, and each third-party library kept in its one home. */
+class ArchitectureTest {
+  private static JavaClasses classes;
+
+  @BeforeAll
+  static void load() {
+    classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS)
+        .importPackages("dev.flatpull");
+  }
+
+  @Test
+  void core_dependsOnTheJdkOnly() {
+    noClasses().that().resideInAPackage("dev.flatpull.core..")
+        .should().dependOnClassesThat().resideOutsideOfPackages("dev.flatpull.core..", "java..")
+        .check(classes);
+  }
+
+  @Test
+  void config_doesNotDependOnHigherModules() {
+    noClasses().that().resideInAPackage("dev.flatpull.config..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fetcher..", "dev.flatpull.snapshotter..")
+        .check(classes);
+  }
+
+  @Test
+  void fetcher_doesNotDependOnTheCompositionRoot() {
+    noClasses().that().resideInAPackage("dev.flatpull.fetcher..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter..", "dev.flatpull.it..")
+        .check(classes);
+  }
+
+  @Test
+  void okhttp_livesOnlyInTheRegistryPackage() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.fetcher.registry..")
+        .should().dependOnClassesThat().resideInAnyPackage("okhttp3..", "okio..")
+        .check(classes);
+  }
+
+  @Test
+  void picocli_livesOnlyInTheCli() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.snapshotter.cli..")
+        .should().dependOnClassesThat().resideInAnyPackage("picocli..")
+        .check(classes);
+  }
+
+  @Test
+  void zstdJni_livesOnlyInTheLayerFormats() {
+    noClasses().that().resideOutsideOfPackages("dev.flatpull.fetcher.layer..", "dev.flatpull.fetcher.convert..")
+        .should().dependOnClassesThat().resideInAnyPackage("com.github.luben..")
+        .check(classes);
+  }
+}
