@@ -37,10 +37,10 @@ public final class RegistryHosts {
     TomlTable top = TomlTable.parse(file.get());
     List<RegistryEndpoint> out = new ArrayList<>();
     for (Map.Entry<String, TomlTable> e : top.subTables("host").entrySet()) {
-      out.add(endpoint(e.getValue(), uri(top, "host." + e.getKey(), e.getKey())));
+      out.add(endpoint(e.getValue(), uri(top, "host." + e.getKey(), e.getKey()), true));
     }
     URI server = top.has("server") ? uri(top, "server", top.string("server", "")) : defaultServer;
-    out.add(endpoint(top, server));
+    out.add(endpoint(top, server, false));
     top.rejectUnknownKeys();
     return List.copyOf(out);
   }
@@ -63,7 +63,11 @@ public final class RegistryHosts {
     return Optional.empty();
   }
 
-  private static RegistryEndpoint endpoint(TomlTable t, URI base) throws ConfigException {
+  /**
+   * @param ownTable whether {@code t} holds this endpoint only (a {@code [host."URL"]} table), so that any other key in
+   *     it is a typo; the top-level table is checked by the caller, as it also holds {@code server} and {@code host}
+   */
+  private static RegistryEndpoint endpoint(TomlTable t, URI base, boolean ownTable) throws ConfigException {
     Set<Capability> caps = EnumSet.noneOf(Capability.class);
     for (String c : t.strings("capabilities", List.of("pull", "resolve", "push"))) {
       switch (c) {
@@ -79,7 +83,7 @@ public final class RegistryHosts {
     // Accepted for compatibility with containerd's files; custom CAs and client certificates are not supported yet.
     t.strings("ca", List.of());
     t.strings("client", List.of());
-    if (t.keyPath("").startsWith("host.")) {
+    if (ownTable) {
       t.rejectUnknownKeys();
     }
     return new RegistryEndpoint(base, caps, skipVerify, headers, overridePath);

@@ -57,11 +57,17 @@ class CtrRemoteInteropIT {
     return json.readTree(r.stdout());
   }
 
+  /** Converts the test image with {@code ctr-remote image convert FLAG --oci}, pushes it, and returns its reference. */
+  private String convertWithCtrRemote(String flag, String tag) throws Exception {
+    String ref = registry.address() + "/it/interop:" + tag;
+    containerd.ctrOk("image", "convert", flag, "--oci", image.reference.toString(), ref);
+    containerd.ctrOk("image", "push", "--plain-http", ref);
+    return ref;
+  }
+
   @Test
   void ctrRemoteEstargz_isReadLazilyByFlatpull() throws Exception {
-    String ref = registry.address() + "/it/interop:ctr-esgz";
-    containerd.ctrOk("image", "convert", "--estargz", "--oci", image.reference.toString(), ref);
-    containerd.ctrOk("image", "push", "--plain-http", ref);
+    String ref = convertWithCtrRemote("--estargz", "ctr-esgz");
     for (JsonNode l : inspect(ref).get("layers")) {
       assertEquals("estargz", l.get("format").asText());
     }
@@ -70,9 +76,7 @@ class CtrRemoteInteropIT {
 
   @Test
   void ctrRemoteZstdChunked_isReadLazilyByFlatpull() throws Exception {
-    String ref = registry.address() + "/it/interop:ctr-zstd";
-    containerd.ctrOk("image", "convert", "--zstdchunked", "--oci", image.reference.toString(), ref);
-    containerd.ctrOk("image", "push", "--plain-http", ref);
+    String ref = convertWithCtrRemote("--zstdchunked", "ctr-zstd");
     for (JsonNode l : inspect(ref).get("layers")) {
       assertEquals("zstd:chunked", l.get("format").asText());
     }

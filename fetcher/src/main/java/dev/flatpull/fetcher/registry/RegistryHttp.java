@@ -9,11 +9,11 @@ import dev.flatpull.config.RegistryEndpoint;
 import dev.flatpull.config.RegistryEndpoint.Capability;
 import dev.flatpull.config.RegistryHosts;
 import dev.flatpull.config.RegistrySettings;
+import dev.flatpull.core.BoundedInputStream;
 import dev.flatpull.core.DigestMismatchException;
 import dev.flatpull.core.SizeLimitExceededException;
 import dev.flatpull.fetcher.oci.ManifestFormatException;
 import dev.flatpull.fetcher.oci.UnsupportedMediaTypeException;
-import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InterruptedIOException;
@@ -195,12 +195,13 @@ final class RegistryHttp implements AutoCloseable {
           } else if (status >= 300) {
             throw new RegistryProtocolException("unexpected response" + errorDetail(response), url, status, null);
           } else {
-            CountingInputStream body = new CountingInputStream(response.body().byteStream());
+            // Unbounded here: each handler applies the limit that fits what it reads.
+            BoundedInputStream body = new BoundedInputStream(response.body().byteStream(), url, Long.MAX_VALUE);
             T result;
             try {
               result = handler.handle(response, body);
             } finally {
-              notifyFinished(call.kind(), authHost, status, body.count, started);
+              notifyFinished(call.kind(), authHost, status, body.count(), started);
             }
             return result;
           }
@@ -436,39 +437,5 @@ final class RegistryHttp implements AutoCloseable {
   public void close() {
     client.dispatcher().executorService().shutdown();
     client.connectionPool().evictAll();
-  }
-
-  /** Counts body bytes for the listener. */
-  private static final class CountingInputStream extends FilterInputStream {
-    long count;
-
-    CountingInputStream(InputStream in) {
-      super(in);
-    }
-
-    @Override
-    public int read() throws IOException {
-      int b = super.read();
-      if (b >= 0) {
-        count++;
-      }
-      return b;
-    }
-
-    @Override
-    public int read(byte[] b, int off, int len) throws IOException {
-      int n = super.read(b, off, len);
-      if (n > 0) {
-        count += n;
-      }
-      return n;
-    }
-
-    @Override
-    public long skip(long n) throws IOException {
-      long s = super.skip(n);
-      count += s;
-      return s;
-    }
   }
 }

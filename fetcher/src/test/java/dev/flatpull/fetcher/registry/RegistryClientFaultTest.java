@@ -369,6 +369,81 @@ class RegistryClientFaultTest {
     assertEquals(1, java.nio.file.Files.list(dir).count(), "no partial file is left behind");
   }
 
+  @Test
+  void readRange_manyThreads_neverExceedTheConcurrencyBound() throws Exception {
+    RegistryClient c = client();
+    java.util.concurrent.atomic.AtomicInteger inFlight = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger peak = new java.util.concurrent.atomic.AtomicInteger();
+    server.setDispatcher(new mockwebserver3.Dispatcher() {
+      @Override
+      public MockResponse dispatch(RecordedRequest request) throws InterruptedException {
+        int now = inFlight.incrementAndGet();
+        peak.accumulateAndGet(now, Math::max);
+        Thread.sleep(100);
+        inFlight.decrementAndGet();
+        return partial(0, 4);
+      }
+    });
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(12);
+    try {
+      List<java.util.concurrent.Future<byte[]>> all = new java.util.ArrayList<>();
+      for (int i = 0; i < 12; i++) {
+        all.add(pool.submit(() -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4))));
+      }
+      for (java.util.concurrent.Future<byte[]> f : all) {
+        assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), f.get());
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    assertTrue(peak.get() <= 4, "at most max_concurrent_requests (4) in flight, saw " + peak.get());
+    assertTrue(peak.get() >= 2, "requests do run concurrently, saw " + peak.get());
+  }
+
+  @Test
+  void readRange_sequentialRequests_reuseOneConnection() throws Exception {
+    RegistryClient c = client();
+    for (int i = 0; i < 3; i++) {
+      server.enqueue(partial(0, 4));
+    }
+    for (int i = 0; i < 3; i++) {
+      c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    }
+    for (int i = 0; i < 3; i++) {
+      assertEquals(0, server.takeRequest().getConnectionIndex(), "request " + i + " reused the first connection");
+    }
+  }
+
+  @Test
+  void resolve_index_followsThePlatformsManifest() throws Exception {
+    RegistryClient c = client();
+    byte[] manifest = manifestJson();
+    Digest md = Digest.sha256(manifest);
+    String index = "{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_INDEX + "\",\"manifests\":["
+        + "{\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"digest\":\"" + BLOB_DIGEST + "\",\"size\":1,"
+        + "\"platform\":{\"os\":\"linux\",\"architecture\":\"riscv64\"}},"
+        + "{\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"digest\":\"" + md + "\",\"size\":" + manifest.length + ","
+        + "\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}}]}";
+    server.enqueue(new MockResponse.Builder().code(200).body(index).build());
+    server.enqueue(new MockResponse.Builder().code(200).body(new String(manifest, StandardCharsets.UTF_8)).build());
+    RegistryClient.ResolvedImage r = c.resolve(ImageReference.parse("h.io/team/app:v1"),
+        dev.flatpull.fetcher.oci.Platform.parse("linux/amd64"));
+    assertEquals(md, r.manifest().digest());
+    assertTrue(r.indexDigest().isPresent());
+    server.takeRequest();
+    assertEquals("/v2/team/app/manifests/" + md, server.takeRequest().getUrl().encodedPath());
+  }
+
+  @Test
+  void resolve_indexWithoutThePlatform_failsNamingIt() {
+    RegistryClient c = client();
+    String index = "{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_INDEX + "\",\"manifests\":[]}";
+    server.enqueue(new MockResponse.Builder().code(200).body(index).build());
+    RegistryNotFoundException e = assertThrows(RegistryNotFoundException.class,
+        () -> c.resolve(ImageReference.parse("h.io/team/app:v1"), dev.flatpull.fetcher.oci.Platform.parse("linux/amd64")));
+    assertTrue(e.getMessage().contains("linux/amd64"), e.getMessage());
+  }
+
   private static byte[] manifestJson() {
     return ("{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"config\":{\"mediaType\":\""
         + MediaTypes.OCI_CONFIG + "\",\"digest\":\"" + BLOB_DIGEST + "\",\"size\":36},\"layers\":[{\"mediaType\":\""
