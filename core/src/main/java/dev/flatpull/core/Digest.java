@@ -4,7 +4,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
 import java.util.Objects;
-import java.util.regex.Pattern;
 
 /**
  * A content digest in the OCI form {@code algorithm:hex}, e.g. {@code sha256:e3b0...}.
@@ -13,21 +12,32 @@ import java.util.regex.Pattern;
  * digest of any other algorithm could not be verified. Instances are immutable and validated at construction.
  */
 public record Digest(String algorithm, String hex) {
-  private static final Pattern SHA256 = Pattern.compile("[a-f0-9]{64}");
-  private static final Pattern SHA512 = Pattern.compile("[a-f0-9]{128}");
-
   public Digest {
     Objects.requireNonNull(algorithm, "algorithm");
     Objects.requireNonNull(hex, "hex");
-    Pattern pattern =
+    int length =
         switch (algorithm) {
-          case "sha256" -> SHA256;
-          case "sha512" -> SHA512;
+          case "sha256" -> 64;
+          case "sha512" -> 128;
           default -> throw new IllegalArgumentException("unsupported digest algorithm '" + algorithm + "'");
         };
-    if (!pattern.matcher(hex).matches()) {
+    if (!isLowerHex(hex, length)) {
       throw new IllegalArgumentException("malformed " + algorithm + " digest hex '" + hex + "'");
     }
+  }
+
+  // A loop, not a regex: TOCs carry a digest per chunk, and parsing them is on the cold-start path.
+  private static boolean isLowerHex(String s, int length) {
+    if (s.length() != length) {
+      return false;
+    }
+    for (int i = 0; i < length; i++) {
+      char c = s.charAt(i);
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**

@@ -19,6 +19,9 @@ final class EntryNames {
     if (raw.startsWith("/")) {
       throw new LayerFormatException(where + ": absolute entry name '" + raw + "'");
     }
+    if (isClean(raw)) {
+      return raw;
+    }
     StringBuilder out = new StringBuilder(raw.length());
     for (String part : raw.split("/")) {
       if (part.isEmpty() || part.equals(".")) {
@@ -33,5 +36,24 @@ final class EntryNames {
       out.append(part);
     }
     return out.toString();
+  }
+
+  /** Most names are already clean; checking that in one pass avoids splitting every name of a large TOC. */
+  private static boolean isClean(String s) {
+    int n = s.length();
+    if (s.charAt(n - 1) == '/') {
+      return false;
+    }
+    int start = 0;
+    for (int i = 0; i <= n; i++) {
+      if (i == n || s.charAt(i) == '/') {
+        int len = i - start;
+        if (len == 0 || (len == 1 && s.charAt(start) == '.') || (len == 2 && s.charAt(start) == '.' && s.charAt(start + 1) == '.')) {
+          return false;
+        }
+        start = i + 1;
+      }
+    }
+    return true;
   }
 }

@@ -15,12 +15,10 @@ import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.TreeSet;
 
 /**
@@ -196,13 +194,17 @@ final class TocParser {
     }
   }
 
+  private record LastTime(String text, Instant instant) {}
+
+  /** Parsing is single-threaded per call, but calls may run in parallel: a racy cache of an immutable value is safe. */
+  private static volatile LastTime lastTime;
+
   private static final class Builder {
     final String name;
     final EntryType type;
     final EntryJson json;
     final long size;
-    final List<LayerChunk> chunks = new ArrayList<>();
-    final Set<Long> chunkStarts = new HashSet<>();
+    final List<LayerChunk> chunks = new ArrayList<>(1);
 
     Builder(String name, EntryType type, EntryJson json, String where) throws LayerFormatException {
       this.name = name;
@@ -230,9 +232,6 @@ final class TocParser {
       }
       if (chunkSize > limits.maxChunkBytes()) {
         throw new SizeLimitExceededException(where + " ('" + name + "') chunk", limits.maxChunkBytes());
-      }
-      if (!chunkStarts.add(fileOffset)) {
-        throw new LayerFormatException(where + " ('" + name + "') has two chunks at file offset " + fileOffset);
       }
       long inner = c.innerOffset == null ? 0 : c.innerOffset;
       if ("zeros".equals(c.chunkType)) {
@@ -347,8 +346,15 @@ final class TocParser {
       if (s == null || s.isEmpty()) {
         return Instant.EPOCH;
       }
+      // Layers built in one go share few distinct modtimes; remembering the last one saves most parses.
+      LastTime last = lastTime;
+      if (last != null && last.text.equals(s)) {
+        return last.instant;
+      }
       try {
-        return OffsetDateTime.parse(s).toInstant();
+        Instant t = OffsetDateTime.parse(s).toInstant();
+        lastTime = new LastTime(s, t);
+        return t;
       } catch (DateTimeParseException e) {
         throw new LayerFormatException(where + ": modtime '" + s + "' is not RFC 3339", e);
       }
