@@ -444,6 +444,31 @@ class RegistryClientFaultTest {
     assertTrue(e.getMessage().contains("linux/amd64"), e.getMessage());
   }
 
+  @Test
+  void readRange_failingMirror_fallsBackToTheOriginAndSendsMirrorHeaders(@org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts)
+      throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      String host = server.getHostName() + ":" + server.getPort();
+      java.nio.file.Path dir = java.nio.file.Files.createDirectories(hosts.resolve(host));
+      java.nio.file.Files.writeString(dir.resolve("hosts.toml"), "server = \"http://" + host + "\"\n"
+          + "[host.\"http://127.0.0.1:" + mirror.getPort() + "\"]\n  capabilities = [\"pull\"]\n"
+          + "  [host.\"http://127.0.0.1:" + mirror.getPort() + "\".header]\n    x-mirror-token = \"abc\"\n");
+      FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(new dev.flatpull.config.RegistrySettings(
+          Optional.of(hosts), Optional.empty(), false, 4, Duration.ofSeconds(2), Duration.ofSeconds(5), 2,
+          Duration.ofMillis(1), Duration.ofMillis(5), 0));
+      clients = new RegistryClients(config, RegistryCredentials.NONE, stats, sleeps::add, () -> now);
+      RegistryClient c = clients.client(ImageReference.parse(host + "/team/app:v1"));
+      mirror.enqueue(new MockResponse.Builder().code(500).build());
+      mirror.enqueue(new MockResponse.Builder().code(500).build());
+      server.enqueue(partial(0, 4));
+      assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+      assertEquals(2, mirror.getRequestCount(), "the mirror is tried first, with its retries");
+      assertEquals("abc", mirror.takeRequest().getHeaders().get("x-mirror-token"));
+      assertNull(server.takeRequest().getHeaders().get("x-mirror-token"), "mirror headers stay with the mirror");
+    }
+  }
+
   private static byte[] manifestJson() {
     return ("{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"config\":{\"mediaType\":\""
         + MediaTypes.OCI_CONFIG + "\",\"digest\":\"" + BLOB_DIGEST + "\",\"size\":36},\"layers\":[{\"mediaType\":\""
