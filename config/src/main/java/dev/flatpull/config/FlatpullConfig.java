@@ -11,23 +11,24 @@ import java.util.Optional;
  *
  * @param root directory for flatpull's state (caches, temporary files)
  */
-public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits limits) {
+public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits limits, CacheSettings cache) {
   public static final Path DEFAULT_ROOT = Path.of("/var/lib/flatpull");
   public static final FlatpullConfig DEFAULTS =
-      new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS, FetchLimits.DEFAULTS);
+      new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS, FetchLimits.DEFAULTS, CacheSettings.DEFAULTS);
 
   public FlatpullConfig {
     Objects.requireNonNull(root);
     Objects.requireNonNull(registry);
     Objects.requireNonNull(limits);
+    Objects.requireNonNull(cache);
   }
 
   public FlatpullConfig withRegistry(RegistrySettings r) {
-    return new FlatpullConfig(root, r, limits);
+    return new FlatpullConfig(root, r, limits, cache);
   }
 
   public FlatpullConfig withLimits(FetchLimits l) {
-    return new FlatpullConfig(root, registry, l);
+    return new FlatpullConfig(root, registry, l, cache);
   }
 
   /**
@@ -49,8 +50,9 @@ public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits l
     Path root = path(top, "root", DEFAULTS.root());
     RegistrySettings r = registry(top.table("registry"));
     FetchLimits l = limits(top.table("limits"));
+    CacheSettings c = cache(top.table("cache"));
     top.rejectUnknownKeys();
-    return new FlatpullConfig(root, r, l);
+    return new FlatpullConfig(root, r, l, c);
   }
 
   private static RegistrySettings registry(TomlTable t) throws ConfigException {
@@ -89,6 +91,19 @@ public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits l
             t.bytes("max_layer_size", d.maxLayerBytes(), 1024, Long.MAX_VALUE));
     t.rejectUnknownKeys();
     return l;
+  }
+
+  private static CacheSettings cache(TomlTable t) throws ConfigException {
+    CacheSettings d = CacheSettings.DEFAULTS;
+    String dir = t.string("directory", "");
+    CacheSettings c =
+        new CacheSettings(
+            dir.isEmpty() ? Optional.empty() : Optional.of(Path.of(dir)),
+            t.bytes("memory_size", d.memoryBytes(), 0, Long.MAX_VALUE),
+            t.bytes("disk_size", d.diskBytes(), 0, Long.MAX_VALUE),
+            t.duration("reservation_wait", d.reservationWait()));
+    t.rejectUnknownKeys();
+    return c;
   }
 
   private static Duration positive(TomlTable t, String key, Duration fallback) throws ConfigException {

@@ -41,6 +41,11 @@ class FlatpullConfigTest {
         max_toc_entries = 10
         max_chunk_size = "8MiB"
         max_layer_size = "1GiB"
+        [cache]
+        directory = "/srv/cache"
+        memory_size = "64MiB"
+        disk_size = "2GiB"
+        reservation_wait = "5s"
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -50,6 +55,10 @@ class FlatpullConfigTest {
     assertEquals(128 * 1024, c.registry().coalesceGapBytes());
     assertEquals(8L << 20, c.limits().maxChunkBytes());
     assertEquals(1L << 30, c.limits().maxLayerBytes());
+    assertEquals(Path.of("/srv/cache"), c.cache().directoryUnder(c.root()));
+    assertEquals(64L << 20, c.cache().memoryBytes());
+    assertEquals(2L << 30, c.cache().diskBytes());
+    assertEquals(Duration.ofSeconds(5), c.cache().reservationWait());
   }
 
   @Test

@@ -54,6 +54,23 @@ class ArchitectureTest {
   }
 
   @Test
+  void caffeine_livesOnlyInThePageCache() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.pagecache..")
+        .should().dependOnClassesThat().resideInAnyPackage("com.github.benmanes.caffeine..")
+        .check(classes);
+  }
+
+  @Test
+  void pageCacheAndFetcher_doNotImportEachOther() {
+    noClasses().that().resideInAPackage("dev.flatpull.pagecache..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fetcher..")
+        .check(classes);
+    noClasses().that().resideInAPackage("dev.flatpull.fetcher..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.pagecache..")
+        .check(classes);
+  }
+
+  @Test
   void zstdJni_livesOnlyInTheLayerFormats() {
     noClasses().that().resideOutsideOfPackages("dev.flatpull.fetcher.layer..", "dev.flatpull.fetcher.convert..")
         .should().dependOnClassesThat().resideInAnyPackage("com.github.luben..")

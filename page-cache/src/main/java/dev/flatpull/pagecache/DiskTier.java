@@ -1,0 +1,190 @@
+package dev.flatpull.pagecache;
+
+import dev.flatpull.core.Digest;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Content-addressed files under {@code DIR/sha256/HEX}. Writes go to {@code DIR/tmp}, are fsynced, then renamed into
+ * place (an existing destination is kept: same digest, same content), so a crash leaves either no entry or a complete
+ * one; leftovers in {@code tmp} are deleted on open. Every read re-verifies the content and deletes an entry that does
+ * not match (disk corruption, or a file written by something else). Least recently used entries are evicted beyond the
+ * budget. Thread-safe.
+ */
+final class DiskTier {
+  private record Entry(long size, long lastUsed) {}
+
+  private final Path blobs;
+  private final Path tmp;
+  private final long budget;
+  private final Map<Digest, Entry> index = new ConcurrentHashMap<>();
+  private final AtomicLong bytes = new AtomicLong();
+  private final AtomicLong clock = new AtomicLong();
+  final LongAdder corrupt = new LongAdder();
+  final LongAdder evictions = new LongAdder();
+
+  DiskTier(Path dir, long budget) throws IOException {
+    this.blobs = dir.resolve("sha256");
+    this.tmp = dir.resolve("tmp");
+    this.budget = budget;
+    Files.createDirectories(blobs);
+    Files.createDirectories(tmp);
+    try (DirectoryStream<Path> leftovers = Files.newDirectoryStream(tmp)) {
+      for (Path p : leftovers) {
+        Files.deleteIfExists(p);
+      }
+    }
+    List<Path> found = new ArrayList<>();
+    try (DirectoryStream<Path> files = Files.newDirectoryStream(blobs)) {
+      files.forEach(found::add);
+    }
+    // Oldest modification first, so that the restored recency order is roughly the one before the restart.
+    found.sort(Comparator.comparingLong(DiskTier::mtime));
+    for (Path p : found) {
+      Digest d = digestOf(p);
+      if (d == null) {
+        Files.deleteIfExists(p);
+        continue;
+      }
+      long size = Files.size(p);
+      index.put(d, new Entry(size, clock.incrementAndGet()));
+      bytes.addAndGet(size);
+    }
+  }
+
+  private static long mtime(Path p) {
+    try {
+      return Files.getLastModifiedTime(p).toMillis();
+    } catch (IOException e) {
+      return 0;
+    }
+  }
+
+  private static Digest digestOf(Path p) {
+    try {
+      return new Digest("sha256", p.getFileName().toString());
+    } catch (IllegalArgumentException notAnEntry) {
+      return null;
+    }
+  }
+
+  private Path path(Digest d) {
+    return blobs.resolve(d.hex());
+  }
+
+  boolean contains(Digest d) {
+    return index.containsKey(d);
+  }
+
+  /** The verified content of {@code d}, or empty when absent or corrupt (a corrupt entry is deleted). */
+  Optional<byte[]> get(Digest d) throws IOException {
+    if (!"sha256".equals(d.algorithm()) || !index.containsKey(d)) {
+      return Optional.empty();
+    }
+    byte[] content;
+    try {
+      content = Files.readAllBytes(path(d));
+    } catch (NoSuchFileException gone) {
+      forget(d);
+      return Optional.empty();
+    }
+    if (!d.recompute(content, 0, content.length).equals(d)) {
+      corrupt.increment();
+      Files.deleteIfExists(path(d));
+      forget(d);
+      return Optional.empty();
+    }
+    index.computeIfPresent(d, (k, e) -> new Entry(e.size, clock.incrementAndGet()));
+    return Optional.of(content);
+  }
+
+  /** Stores verified content durably; a no-op when the entry exists. */
+  void put(Digest d, byte[] content) throws IOException {
+    if (!"sha256".equals(d.algorithm()) || index.containsKey(d)) {
+      return;
+    }
+    Path target = path(d);
+    Path temp = tmp.resolve(d.hex() + "." + Long.toHexString(ThreadLocalRandom.current().nextLong()));
+    try (FileChannel ch = FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+      ByteBuffer buf = ByteBuffer.wrap(content);
+      while (buf.hasRemaining()) {
+        ch.write(buf);
+      }
+      ch.force(true);
+    }
+    try {
+      if (Files.exists(target)) {
+        Files.delete(temp);
+      } else {
+        Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE);
+      }
+    } catch (FileAlreadyExistsException | AtomicMoveNotSupportedException e) {
+      Files.deleteIfExists(temp);
+    }
+    if (index.putIfAbsent(d, new Entry(content.length, clock.incrementAndGet())) == null) {
+      bytes.addAndGet(content.length);
+    }
+    evictBeyondBudget();
+  }
+
+  private void forget(Digest d) {
+    Entry e = index.remove(d);
+    if (e != null) {
+      bytes.addAndGet(-e.size);
+    }
+  }
+
+  private void evictBeyondBudget() {
+    if (bytes.get() <= budget) {
+      return;
+    }
+    synchronized (this) {
+      if (bytes.get() <= budget) {
+        return;
+      }
+      // Evict down to 90% so that eviction does not run on every insert at the limit.
+      long target = budget - budget / 10;
+      List<Map.Entry<Digest, Entry>> byAge = new ArrayList<>(index.entrySet());
+      byAge.sort(Comparator.comparingLong(e -> e.getValue().lastUsed));
+      for (Map.Entry<Digest, Entry> e : byAge) {
+        if (bytes.get() <= target) {
+          break;
+        }
+        try {
+          Files.deleteIfExists(path(e.getKey()));
+        } catch (IOException ex) {
+          throw new UncheckedIOException(ex);
+        }
+        forget(e.getKey());
+        evictions.increment();
+      }
+    }
+  }
+
+  long entries() {
+    return index.size();
+  }
+
+  long bytes() {
+    return bytes.get();
+  }
+}

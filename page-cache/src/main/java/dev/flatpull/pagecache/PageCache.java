@@ -1,0 +1,217 @@
+package dev.flatpull.pagecache;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.core.Digest;
+import dev.flatpull.core.DigestMismatchException;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The host-wide cache of verified content, keyed by content digest (a chunk's {@code chunkDigest}), so that content
+ * shared by layers and images is stored and fetched once. A small memory tier (weighted by bytes) sits over a
+ * crash-safe disk tier. Nothing enters without matching its digest, and disk content is verified again when read.
+ *
+ * <p>Misses are single-flight: concurrent {@link #getOrLoad} calls for one digest run one loader. A producer that will
+ * supply an entry soon can {@link #reserve} it; readers then wait for it (up to the reservation wait) rather than
+ * fetch it themselves. Thread-safe; close it to release nothing but the memory tier.
+ */
+public final class PageCache {
+  /** What readers see when a producer gives a reservation up. */
+  private static final class Abandoned extends IOException {
+    Abandoned() {
+      super("reservation abandoned");
+    }
+  }
+
+  private final Cache<Digest, byte[]> memory;
+  private final DiskTier disk;
+  private final Duration reservationWait;
+  private final ConcurrentHashMap<Digest, CompletableFuture<byte[]>> pending = new ConcurrentHashMap<>();
+  private final ConcurrentHashMap<Digest, Boolean> reserved = new ConcurrentHashMap<>();
+  private final LongAdder memoryHits = new LongAdder();
+  private final LongAdder diskHits = new LongAdder();
+  private final LongAdder misses = new LongAdder();
+  private final LongAdder loads = new LongAdder();
+  private final LongAdder reservationHits = new LongAdder();
+
+  private PageCache(Cache<Digest, byte[]> memory, DiskTier disk, Duration reservationWait) {
+    this.memory = memory;
+    this.disk = disk;
+    this.reservationWait = reservationWait;
+  }
+
+  /**
+   * Opens (creating if needed) the cache in {@code directory}, finding what an earlier process stored there and
+   * deleting its unfinished writes.
+   */
+  public static PageCache open(Path directory, CacheSettings settings) throws IOException {
+    Cache<Digest, byte[]> memory =
+        Caffeine.newBuilder()
+            .maximumWeight(settings.memoryBytes())
+            .weigher((Digest d, byte[] b) -> b.length)
+            .build();
+    return new PageCache(memory, new DiskTier(directory, settings.diskBytes()), settings.reservationWait());
+  }
+
+  /** Verified content of {@code digest}, from memory or disk; empty on a miss. */
+  public Optional<byte[]> get(Digest digest) throws IOException {
+    Optional<byte[]> hit = lookup(digest);
+    if (hit.isEmpty()) {
+      misses.increment();
+    }
+    return hit;
+  }
+
+  private Optional<byte[]> lookup(Digest digest) throws IOException {
+    byte[] b = memory.getIfPresent(digest);
+    if (b != null) {
+      memoryHits.increment();
+      return Optional.of(b);
+    }
+    Optional<byte[]> d = disk.get(digest);
+    if (d.isPresent()) {
+      diskHits.increment();
+      memory.put(digest, d.get());
+      return d;
+    }
+    return Optional.empty();
+  }
+
+  /**
+   * The content of {@code digest}: cached, or supplied by a reservation's producer, or loaded once by
+   * {@code loader} however many threads ask at the same time.
+   *
+   * @throws DigestMismatchException when the loaded content does not match {@code digest}; nothing is stored
+   * @throws IOException whatever the loader threw
+   */
+  public byte[] getOrLoad(Digest digest, ContentLoader loader) throws IOException {
+    while (true) {
+      Optional<byte[]> hit = get(digest);
+      if (hit.isPresent()) {
+        return hit.get();
+      }
+      CompletableFuture<byte[]> mine = new CompletableFuture<>();
+      CompletableFuture<byte[]> theirs = pending.putIfAbsent(digest, mine);
+      if (theirs != null) {
+        boolean reservation = reserved.containsKey(digest);
+        try {
+          byte[] b = await(theirs, reservation);
+          if (reservation) {
+            reservationHits.increment();
+          }
+          return b;
+        } catch (Abandoned | TimeoutException e) {
+          // The producer gave up or is too slow: fetch it ourselves, without a second single-flight slot.
+          return store(digest, loadVerified(digest, loader));
+        }
+      }
+      try {
+        // Someone may have stored it between our lookup and taking the slot.
+        byte[] b = lookup(digest).orElse(null);
+        if (b == null) {
+          b = store(digest, loadVerified(digest, loader));
+        }
+        mine.complete(b);
+        return b;
+      } catch (IOException | RuntimeException e) {
+        mine.completeExceptionally(e);
+        throw e;
+      } finally {
+        pending.remove(digest, mine);
+      }
+    }
+  }
+
+  private byte[] loadVerified(Digest digest, ContentLoader loader) throws IOException {
+    loads.increment();
+    byte[] b = loader.load();
+    digest.verify("loaded content", b, 0, b.length);
+    return b;
+  }
+
+  private byte[] await(CompletableFuture<byte[]> f, boolean reservation) throws IOException, TimeoutException {
+    try {
+      return reservation ? f.get(reservationWait.toMillis(), TimeUnit.MILLISECONDS) : f.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted waiting for a cache entry");
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof IOException io) {
+        throw io;
+      }
+      throw new IOException(e.getCause());
+    }
+  }
+
+  /** Verifies and stores content supplied from elsewhere (it must match {@code digest}). */
+  public void put(Digest digest, byte[] content) throws IOException {
+    digest.verify("content put into the page cache", content, 0, content.length);
+    store(digest, content);
+  }
+
+  private byte[] store(Digest digest, byte[] content) throws IOException {
+    memory.put(digest, content);
+    disk.put(digest, content);
+    return content;
+  }
+
+  /**
+   * Reserves {@code digest} for a producer. Empty when the content is already cached or someone is already producing
+   * it; the caller then has nothing to supply.
+   */
+  public Optional<Reservation> reserve(Digest digest) throws IOException {
+    if (memory.getIfPresent(digest) != null || disk.contains(digest)) {
+      return Optional.empty();
+    }
+    CompletableFuture<byte[]> f = new CompletableFuture<>();
+    if (pending.putIfAbsent(digest, f) != null) {
+      return Optional.empty();
+    }
+    reserved.put(digest, Boolean.TRUE);
+    return Optional.of(new Reservation() {
+      @Override
+      public void fill(byte[] bytes) throws DigestMismatchException {
+        try {
+          digest.verify("reserved content", bytes, 0, bytes.length);
+          store(digest, bytes);
+          f.complete(bytes);
+        } catch (DigestMismatchException e) {
+          abandon();
+          throw e;
+        } catch (IOException e) {
+          f.complete(bytes);
+        } finally {
+          release();
+        }
+      }
+
+      @Override
+      public void abandon() {
+        f.completeExceptionally(new Abandoned());
+        release();
+      }
+
+      private void release() {
+        reserved.remove(digest);
+        pending.remove(digest, f);
+      }
+    });
+  }
+
+  public CacheStats stats() {
+    return new CacheStats(
+        memoryHits.sum(), diskHits.sum(), misses.sum(), loads.sum(), reservationHits.sum(), disk.corrupt.sum(),
+        disk.evictions.sum(), disk.entries(), disk.bytes());
+  }
+}

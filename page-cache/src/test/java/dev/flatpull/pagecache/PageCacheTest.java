@@ -1,0 +1,280 @@
+package dev.flatpull.pagecache;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.core.Digest;
+import dev.flatpull.core.DigestMismatchException;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class PageCacheTest {
+  @TempDir Path dir;
+  private final Random random = new Random(42);
+
+  private byte[] bytes(int n) {
+    byte[] b = new byte[n];
+    random.nextBytes(b);
+    return b;
+  }
+
+  private PageCache open(long memory, long disk, Duration wait) throws IOException {
+    return PageCache.open(dir, new CacheSettings(Optional.empty(), memory, disk, wait));
+  }
+
+  private PageCache open() throws IOException {
+    return open(1 << 20, 1L << 30, Duration.ofSeconds(5));
+  }
+
+  @Test
+  void put_thenGet_servesFromMemoryThenDiskAfterRestart() throws IOException {
+    byte[] b = bytes(10_000);
+    Digest d = Digest.sha256(b);
+    PageCache cache = open();
+    cache.put(d, b);
+    assertArrayEquals(b, cache.get(d).orElseThrow());
+    assertEquals(1, cache.stats().memoryHits());
+
+    PageCache restarted = open();
+    assertArrayEquals(b, restarted.get(d).orElseThrow());
+    assertEquals(1, restarted.stats().diskHits());
+    assertEquals(1, restarted.stats().diskEntries());
+  }
+
+  @Test
+  void put_contentNotMatchingTheDigest_isRefusedAndNotStored() throws IOException {
+    PageCache cache = open();
+    Digest d = Digest.sha256(bytes(10));
+    assertThrows(DigestMismatchException.class, () -> cache.put(d, bytes(10)));
+    assertEquals(Optional.empty(), cache.get(d));
+    assertEquals(0, cache.stats().diskEntries());
+  }
+
+  @Test
+  void get_corruptOrTruncatedFileOnDisk_isDiscardedNotServed() throws IOException {
+    byte[] a = bytes(5000);
+    byte[] b = bytes(5000);
+    PageCache cache = open();
+    cache.put(Digest.sha256(a), a);
+    cache.put(Digest.sha256(b), b);
+    Path fileA = dir.resolve("sha256").resolve(Digest.sha256(a).hex());
+    byte[] flipped = Files.readAllBytes(fileA);
+    flipped[100] ^= 1;
+    Files.write(fileA, flipped);
+    Path fileB = dir.resolve("sha256").resolve(Digest.sha256(b).hex());
+    Files.write(fileB, new byte[10]);
+
+    PageCache restarted = open();
+    assertEquals(Optional.empty(), restarted.get(Digest.sha256(a)));
+    assertEquals(Optional.empty(), restarted.get(Digest.sha256(b)));
+    assertEquals(2, restarted.stats().corruptDiscarded());
+    assertTrue(Files.notExists(fileA) && Files.notExists(fileB), "corrupt entries are deleted");
+    assertArrayEquals(a, restarted.getOrLoad(Digest.sha256(a), () -> a), "and can be stored again");
+  }
+
+  @Test
+  void open_leftoverTemporaryFilesAndStrangeNames_areCleanedUp() throws IOException {
+    Files.createDirectories(dir.resolve("tmp"));
+    Files.createDirectories(dir.resolve("sha256"));
+    Files.write(dir.resolve("tmp").resolve("half-written"), new byte[100]);
+    Files.write(dir.resolve("sha256").resolve("not-a-digest"), new byte[100]);
+    PageCache cache = open();
+    assertEquals(0, Files.list(dir.resolve("tmp")).count());
+    assertEquals(0, Files.list(dir.resolve("sha256")).count());
+    assertEquals(0, cache.stats().diskEntries());
+  }
+
+  @Test
+  void put_beyondTheDiskBudget_evictsLeastRecentlyUsed() throws IOException {
+    PageCache cache = open(0, 1_000_000, Duration.ofSeconds(1));
+    List<byte[]> all = new ArrayList<>();
+    byte[] keep = bytes(100_000);
+    cache.put(Digest.sha256(keep), keep);
+    for (int i = 0; i < 20; i++) {
+      byte[] b = bytes(100_000);
+      all.add(b);
+      cache.put(Digest.sha256(b), b);
+      assertTrue(cache.get(Digest.sha256(keep)).isPresent(), "a recently used entry survives eviction (round " + i + ")");
+    }
+    assertTrue(cache.stats().diskBytes() <= 1_000_000, "within budget: " + cache.stats().diskBytes());
+    assertTrue(cache.stats().evictions() >= 10, "evicted: " + cache.stats().evictions());
+    assertEquals(Optional.empty(), cache.get(Digest.sha256(all.get(0))));
+    assertTrue(cache.get(Digest.sha256(all.get(19))).isPresent());
+  }
+
+  @Test
+  void getOrLoad_concurrentMisses_runOneLoader() throws Exception {
+    PageCache cache = open();
+    byte[] b = bytes(50_000);
+    Digest d = Digest.sha256(b);
+    AtomicInteger calls = new AtomicInteger();
+    CountDownLatch release = new CountDownLatch(1);
+    ExecutorService pool = Executors.newFixedThreadPool(8);
+    try {
+      List<Future<byte[]>> all = new ArrayList<>();
+      for (int i = 0; i < 8; i++) {
+        all.add(pool.submit(() -> cache.getOrLoad(d, () -> {
+          calls.incrementAndGet();
+          try {
+            release.await();
+          } catch (InterruptedException e) {
+            throw new java.io.InterruptedIOException();
+          }
+          return b;
+        })));
+      }
+      Thread.sleep(200);
+      release.countDown();
+      for (Future<byte[]> f : all) {
+        assertArrayEquals(b, f.get(10, TimeUnit.SECONDS));
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(1, calls.get());
+  }
+
+  @Test
+  void getOrLoad_identicalContentOfTwoLayers_isStoredAndLoadedOnce() throws IOException {
+    PageCache cache = open();
+    byte[] shared = bytes(80_000);
+    AtomicInteger fetches = new AtomicInteger();
+    // Two layers, two images: the same chunk digest, so one fetch and one file.
+    cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return shared.clone(); });
+    cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return shared.clone(); });
+    assertEquals(1, fetches.get());
+    assertEquals(1, cache.stats().diskEntries());
+    assertEquals(shared.length, cache.stats().diskBytes());
+  }
+
+  @Test
+  void getOrLoad_loaderReturningWrongBytes_failsAndStoresNothing() throws IOException {
+    PageCache cache = open();
+    byte[] good = bytes(1000);
+    Digest d = Digest.sha256(good);
+    assertThrows(DigestMismatchException.class, () -> cache.getOrLoad(d, () -> bytes(1000)));
+    assertEquals(0, cache.stats().diskEntries());
+    assertArrayEquals(good, cache.getOrLoad(d, () -> good));
+  }
+
+  @Test
+  void reservation_filled_servesWaitingReadersWithoutLoading() throws Exception {
+    PageCache cache = open();
+    byte[] b = bytes(30_000);
+    Digest d = Digest.sha256(b);
+    Reservation r = cache.reserve(d).orElseThrow();
+    assertEquals(Optional.empty(), cache.reserve(d), "one producer per entry");
+    AtomicInteger loads = new AtomicInteger();
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return b; }));
+      Thread.sleep(200);
+      assertTrue(!reader.isDone(), "the reader waits for the producer");
+      r.fill(b);
+      assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(0, loads.get());
+    assertEquals(1, cache.stats().reservationHits());
+    assertEquals(Optional.empty(), cache.reserve(d), "cached content needs no producer");
+  }
+
+  @Test
+  void reservation_abandonedOrFilledWrong_readersLoadThemselves() throws Exception {
+    PageCache cache = open();
+    byte[] b = bytes(30_000);
+    Digest d = Digest.sha256(b);
+    Reservation r = cache.reserve(d).orElseThrow();
+    ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> b));
+      Thread.sleep(100);
+      assertThrows(DigestMismatchException.class, () -> r.fill(bytes(30_000)));
+      assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
+    } finally {
+      pool.shutdownNow();
+    }
+    byte[] c = bytes(100);
+    Reservation r2 = cache.reserve(Digest.sha256(c)).orElseThrow();
+    r2.abandon();
+    assertArrayEquals(c, cache.getOrLoad(Digest.sha256(c), () -> c));
+  }
+
+  @Test
+  void reservation_slowProducer_readersStopWaitingAfterTheConfiguredWait() throws Exception {
+    PageCache cache = open(1 << 20, 1L << 30, Duration.ofMillis(200));
+    byte[] b = bytes(100);
+    Digest d = Digest.sha256(b);
+    cache.reserve(d).orElseThrow();
+    long start = System.nanoTime();
+    assertArrayEquals(b, cache.getOrLoad(d, () -> b));
+    long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertTrue(waited >= 150 && waited < 5000, "waited " + waited + " ms");
+  }
+
+  @Test
+  void killDashNine_duringHeavyWrites_leavesACacheThatServesNothingCorrupt() throws Exception {
+    Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+    Process writer = new ProcessBuilder(java.toString(), "-cp", System.getProperty("java.class.path"),
+        CacheWriterProcess.class.getName(), dir.toString(), "7").redirectErrorStream(true).start();
+    try (BufferedReader out = new BufferedReader(new InputStreamReader(writer.getInputStream()))) {
+      assertEquals("ready", out.readLine());
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (countEntries() < 40 && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+      }
+      writer.destroyForcibly();
+      assertTrue(writer.waitFor(10, TimeUnit.SECONDS));
+      assertEquals(137, writer.exitValue(), "killed by SIGKILL");
+    }
+    PageCache cache = open();
+    long entries = cache.stats().diskEntries();
+    assertTrue(entries >= 40, "entries written before the kill: " + entries);
+    assertEquals(0, Files.list(dir.resolve("tmp")).count(), "unfinished writes are removed");
+    int served = 0;
+    try (var files = Files.list(dir.resolve("sha256"))) {
+      for (Path p : files.toList()) {
+        Digest d = new Digest("sha256", p.getFileName().toString());
+        Optional<byte[]> b = cache.get(d);
+        if (b.isPresent()) {
+          assertEquals(d, Digest.sha256(b.get()));
+          served++;
+        }
+      }
+    }
+    assertEquals(entries - cache.stats().corruptDiscarded(), served);
+    byte[] fresh = bytes(1000);
+    cache.put(Digest.sha256(fresh), fresh);
+    assertArrayEquals(fresh, open().get(Digest.sha256(fresh)).orElseThrow(), "the cache is usable after the crash");
+  }
+
+  private long countEntries() throws IOException {
+    Path blobs = dir.resolve("sha256");
+    if (!Files.isDirectory(blobs)) {
+      return 0;
+    }
+    try (var s = Files.list(blobs)) {
+      return s.count();
+    }
+  }
+}
