@@ -41,11 +41,24 @@ public final class Processes {
     return null;
   }
 
+  /** Skips (or fails, under CI) unless this process can mount FUSE file systems. */
+  public static void requireFuse() {
+    require("fusermount");
+    if (!Files.exists(Path.of("/dev/fuse"))) {
+      String reason = "/dev/fuse is absent";
+      if (System.getenv(REQUIRE_ENV) != null) {
+        throw new IllegalStateException(reason);
+      }
+      Assumptions.abort(reason);
+    }
+  }
+
   private static String packageOf(String program) {
     return switch (program) {
       case "docker-registry" -> "docker-registry";
       case "ctr-remote" -> "stargz-snapshotter";
       case "containerd", "ctr" -> "containerd";
+      case "fusermount" -> "fuse3";
       default -> program;
     };
   }

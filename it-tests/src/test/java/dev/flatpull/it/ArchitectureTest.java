@@ -54,6 +54,13 @@ class ArchitectureTest {
   }
 
   @Test
+  void jnrFuse_livesOnlyInTheFuseAdapter() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.fuse..")
+        .should().dependOnClassesThat().resideInAnyPackage("ru.serce.jnrfuse..", "jnr.ffi..")
+        .check(classes);
+  }
+
+  @Test
   void caffeine_livesOnlyInThePageCache() {
     noClasses().that().resideOutsideOfPackage("dev.flatpull.pagecache..")
         .should().dependOnClassesThat().resideInAnyPackage("com.github.benmanes.caffeine..")

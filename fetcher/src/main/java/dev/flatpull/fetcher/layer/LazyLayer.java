@@ -84,8 +84,8 @@ public final class LazyLayer {
     }
   }
 
-  /** The chunks of {@code file} overlapping {@code [offset, offset+length)}, in file order. */
-  static List<LayerChunk> covering(LayerEntry file, long offset, long length) {
+  /** The chunks of {@code file} (a regular file) overlapping {@code [offset, offset+length)}, in file order. */
+  public static List<LayerChunk> covering(LayerEntry file, long offset, long length) {
     List<LayerChunk> chunks = file.chunks();
     int lo = 0;
     int hi = chunks.size() - 1;
@@ -104,7 +104,11 @@ public final class LazyLayer {
     return out;
   }
 
-  private Map<LayerChunk, byte[]> fetch(LayerEntry file, List<LayerChunk> needed) throws IOException {
+  /**
+   * Fetches and verifies the given chunks of {@code file}: stored ranges close together share one request, and a chunk
+   * another thread is already fetching is joined rather than fetched again. The map holds each chunk's content.
+   */
+  public Map<LayerChunk, byte[]> fetch(LayerEntry file, List<LayerChunk> needed) throws IOException {
     Map<LayerChunk, CompletableFuture<byte[]>> futures = new LinkedHashMap<>();
     List<LayerChunk> mine = new ArrayList<>();
     for (LayerChunk c : needed) {

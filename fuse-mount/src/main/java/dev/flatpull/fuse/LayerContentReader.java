@@ -1,0 +1,92 @@
+package dev.flatpull.fuse;
+
+import dev.flatpull.fetcher.layer.LayerChunk;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.Reservation;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * The read path of one layer: file range → covering chunks → page cache → on a miss, one coalesced fetch of the
+ * missing chunks through the lazy layer (which verifies each) → cache → bytes. Missing chunks are reserved in the
+ * page cache before they are fetched, so a read of identical content in another layer or image waits for this fetch
+ * instead of repeating it. Thread-safe.
+ */
+public final class LayerContentReader {
+  private final LazyLayer layer;
+  private final PageCache cache;
+
+  public LayerContentReader(LazyLayer layer, PageCache cache) {
+    this.layer = layer;
+    this.cache = cache;
+  }
+
+  /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
+  public int read(LayerEntry file, long offset, byte[] dst, int length) throws IOException {
+    if (offset >= file.size() || length == 0) {
+      return 0;
+    }
+    int n = (int) Math.min(length, file.size() - offset);
+    List<LayerChunk> chunks = LazyLayer.covering(file, offset, n);
+    Map<LayerChunk, byte[]> data = new LinkedHashMap<>();
+    List<LayerChunk> missing = new ArrayList<>();
+    for (LayerChunk c : chunks) {
+      if (c.stored().isEmpty()) {
+        data.put(c, new byte[(int) c.size()]);
+        continue;
+      }
+      Optional<byte[]> hit = cache.get(c.digest());
+      if (hit.isPresent()) {
+        data.put(c, hit.get());
+      } else {
+        missing.add(c);
+      }
+    }
+    if (!missing.isEmpty()) {
+      fetchMissing(file, missing, data);
+    }
+    for (LayerChunk c : chunks) {
+      byte[] bytes = data.get(c);
+      long from = Math.max(offset, c.fileOffset());
+      long to = Math.min(offset + n, c.fileEnd());
+      System.arraycopy(bytes, (int) (from - c.fileOffset()), dst, (int) (from - offset), (int) (to - from));
+    }
+    return n;
+  }
+
+  private void fetchMissing(LayerEntry file, List<LayerChunk> missing, Map<LayerChunk, byte[]> data) throws IOException {
+    Map<LayerChunk, Reservation> mine = new LinkedHashMap<>();
+    List<LayerChunk> others = new ArrayList<>();
+    for (LayerChunk c : missing) {
+      Optional<Reservation> r = cache.reserve(c.digest());
+      if (r.isPresent()) {
+        mine.put(c, r.get());
+      } else {
+        others.add(c);
+      }
+    }
+    if (!mine.isEmpty()) {
+      Map<LayerChunk, byte[]> fetched;
+      try {
+        fetched = layer.fetch(file, new ArrayList<>(mine.keySet()));
+      } catch (IOException | RuntimeException e) {
+        mine.values().forEach(Reservation::abandon);
+        throw e;
+      }
+      for (Map.Entry<LayerChunk, Reservation> e : mine.entrySet()) {
+        byte[] b = fetched.get(e.getKey());
+        e.getValue().fill(b);
+        data.put(e.getKey(), b);
+      }
+    }
+    for (LayerChunk c : others) {
+      data.put(c, cache.getOrLoad(c.digest(), () -> layer.fetch(file, List.of(c)).get(c)));
+    }
+  }
+}

@@ -1,0 +1,242 @@
+package dev.flatpull.fuse;
+
+import dev.flatpull.fuse.LayerTree.Node;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.Optional;
+import jnr.ffi.Pointer;
+import ru.serce.jnrfuse.ErrorCodes;
+import ru.serce.jnrfuse.FuseFillDir;
+import ru.serce.jnrfuse.FuseStubFS;
+import ru.serce.jnrfuse.struct.FileStat;
+import ru.serce.jnrfuse.struct.FuseFileInfo;
+import ru.serce.jnrfuse.struct.Statvfs;
+
+/**
+ * The read-only FUSE file system of one layer: the only class that speaks errno. Metadata comes from the
+ * {@link LayerTree} (never the network); file contents from the {@link LayerContentReader}. Every callback catches
+ * everything: a failed fetch or verification answers EIO, never wrong bytes, and is reported to {@link FuseEvents}.
+ * jnr-fuse's stubs would otherwise answer "success" and let exceptions escape into native code.
+ */
+public final class LayerFileSystem extends FuseStubFS {
+  private static final System.Logger LOG = System.getLogger(LayerFileSystem.class.getName());
+  private static final int O_ACCMODE = 3;
+
+  private final LayerTree tree;
+  private final LayerContentReader reader;
+  private final FuseEvents events;
+
+  public LayerFileSystem(LayerTree tree, LayerContentReader reader, FuseEvents events) {
+    this.tree = tree;
+    this.reader = reader;
+    this.events = events;
+  }
+
+  @FunctionalInterface
+  private interface Op {
+    int run() throws Exception;
+  }
+
+  private int guard(String operation, String path, Op op) {
+    try {
+      return op.run();
+    } catch (Throwable t) {
+      int errno = -ErrorCodes.EIO();
+      LOG.log(System.Logger.Level.WARNING, operation + " " + path + " failed: " + t);
+      try {
+        events.operationFailed(operation, path, errno, t);
+      } catch (RuntimeException ignored) {
+        // A listener must not turn an EIO into a crash.
+      }
+      return errno;
+    }
+  }
+
+  private Optional<Node> node(String path) {
+    return tree.lookup(path);
+  }
+
+  @Override
+  public int getattr(String path, FileStat stat) {
+    return guard("getattr", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      fill(n.get(), stat);
+      return 0;
+    });
+  }
+
+  static void fill(Node n, FileStat stat) {
+    int type =
+        switch (n.kind) {
+          case DIR -> FileStat.S_IFDIR;
+          case REG -> FileStat.S_IFREG;
+          case SYMLINK -> FileStat.S_IFLNK;
+          case CHAR -> FileStat.S_IFCHR;
+          case BLOCK -> FileStat.S_IFBLK;
+          case FIFO -> FileStat.S_IFIFO;
+        };
+    stat.st_mode.set(type | (n.mode & 07777));
+    stat.st_ino.set(n.ino);
+    stat.st_nlink.set(n.links());
+    stat.st_uid.set(n.uid);
+    stat.st_gid.set(n.gid);
+    stat.st_size.set(n.size);
+    stat.st_blocks.set((n.size + 511) / 512);
+    stat.st_blksize.set(4096);
+    stat.st_rdev.set(makedev(n.devMajor, n.devMinor));
+    long sec = n.modTime.getEpochSecond();
+    stat.st_mtim.tv_sec.set(sec);
+    stat.st_mtim.tv_nsec.set(n.modTime.getNano());
+    stat.st_ctim.tv_sec.set(sec);
+    stat.st_atim.tv_sec.set(sec);
+  }
+
+  /** glibc's makedev: 12 bits of major and 20 of minor, interleaved. */
+  static long makedev(long major, long minor) {
+    return ((major & 0xfffL) << 8) | (minor & 0xffL) | ((minor & ~0xffL) << 12) | ((major & ~0xfffL) << 32);
+  }
+
+  @Override
+  public int readdir(String path, Pointer buf, FuseFillDir filler, long offset, FuseFileInfo fi) {
+    return guard("readdir", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      if (n.get().kind != LayerTree.Kind.DIR) {
+        return -ErrorCodes.ENOTDIR();
+      }
+      filler.apply(buf, ".", null, 0);
+      filler.apply(buf, "..", null, 0);
+      for (String child : n.get().children()) {
+        if (filler.apply(buf, child, null, 0) != 0) {
+          break;
+        }
+      }
+      return 0;
+    });
+  }
+
+  @Override
+  public int open(String path, FuseFileInfo fi) {
+    return guard("open", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      if ((fi.flags.get() & O_ACCMODE) != 0) {
+        return -ErrorCodes.EROFS();
+      }
+      if (n.get().kind == LayerTree.Kind.DIR) {
+        return -ErrorCodes.EISDIR();
+      }
+      return 0;
+    });
+  }
+
+  @Override
+  public int read(String path, Pointer buf, long size, long offset, FuseFileInfo fi) {
+    return guard("read", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      Node node = n.get();
+      if (node.kind != LayerTree.Kind.REG) {
+        return -ErrorCodes.EISDIR();
+      }
+      if (offset >= node.size) {
+        return 0;
+      }
+      byte[] bytes = new byte[(int) Math.min(size, node.size - offset)];
+      int got = reader.read(node.content, offset, bytes, bytes.length);
+      buf.put(0, bytes, 0, got);
+      events.readServed(path, offset, got);
+      return got;
+    });
+  }
+
+  @Override
+  public int readlink(String path, Pointer buf, long size) {
+    return guard("readlink", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      if (n.get().kind != LayerTree.Kind.SYMLINK) {
+        return -ErrorCodes.EINVAL();
+      }
+      byte[] target = n.get().symlinkTarget.getBytes(StandardCharsets.UTF_8);
+      int len = (int) Math.min(target.length, size - 1);
+      buf.put(0, target, 0, len);
+      buf.putByte(len, (byte) 0);
+      return 0;
+    });
+  }
+
+  @Override
+  public int getxattr(String path, String name, Pointer value, long size) {
+    return guard("getxattr", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      byte[] v = n.get().xattrs.get(name);
+      if (v == null) {
+        return -ErrorCodes.ENODATA();
+      }
+      if (size == 0) {
+        return v.length;
+      }
+      if (size < v.length) {
+        return -ErrorCodes.ERANGE();
+      }
+      value.put(0, v, 0, v.length);
+      return v.length;
+    });
+  }
+
+  @Override
+  public int listxattr(String path, Pointer list, long size) {
+    return guard("listxattr", path, () -> {
+      Optional<Node> n = node(path);
+      if (n.isEmpty()) {
+        return -ErrorCodes.ENOENT();
+      }
+      java.io.ByteArrayOutputStream names = new java.io.ByteArrayOutputStream();
+      for (Map.Entry<String, byte[]> x : n.get().xattrs.entrySet()) {
+        names.writeBytes(x.getKey().getBytes(StandardCharsets.UTF_8));
+        names.write(0);
+      }
+      byte[] all = names.toByteArray();
+      if (size == 0) {
+        return all.length;
+      }
+      if (size < all.length) {
+        return -ErrorCodes.ERANGE();
+      }
+      list.put(0, all, 0, all.length);
+      return all.length;
+    });
+  }
+
+  @Override
+  public int access(String path, int mask) {
+    return guard("access", path, () -> node(path).isPresent() ? 0 : -ErrorCodes.ENOENT());
+  }
+
+  @Override
+  public int statfs(String path, Statvfs stbuf) {
+    return guard("statfs", path, () -> {
+      stbuf.f_bsize.set(4096);
+      stbuf.f_frsize.set(4096);
+      stbuf.f_blocks.set((tree.totalBytes() + 4095) / 4096);
+      stbuf.f_files.set(tree.size());
+      stbuf.f_namemax.set(255);
+      return 0;
+    });
+  }
+}

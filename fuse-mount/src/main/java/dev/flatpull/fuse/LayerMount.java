@@ -1,0 +1,78 @@
+package dev.flatpull.fuse;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One layer mounted read-only with FUSE. The options make an immutable tree fast: {@code kernel_cache} keeps file pages
+ * across opens, long entry/attribute timeouts spare repeated lookups, {@code use_ino} shows the tree's inode numbers (so
+ * hard links share one), and {@code allow_other} lets containerd and overlayfs read it. Closing unmounts.
+ */
+public final class LayerMount implements AutoCloseable {
+  private static final List<String> OPTIONS = List.of(
+      "-o", "ro,use_ino,kernel_cache,allow_other,default_permissions,entry_timeout=3600,attr_timeout=3600,"
+          + "negative_timeout=3600,fsname=flatpull,subtype=flatpull");
+
+  private final LayerFileSystem fs;
+  private final Path mountPoint;
+
+  private LayerMount(LayerFileSystem fs, Path mountPoint) {
+    this.fs = fs;
+    this.mountPoint = mountPoint;
+  }
+
+  /**
+   * Mounts {@code fs} at {@code mountPoint} (created if needed) and returns once the kernel serves it. A stale mount
+   * left by a killed process (ENOTCONN) is lazily unmounted first.
+   */
+  public static LayerMount mount(LayerFileSystem fs, Path mountPoint) throws IOException {
+    clearStale(mountPoint);
+    Files.createDirectories(mountPoint);
+    fs.mount(mountPoint, false, false, OPTIONS.toArray(String[]::new));
+    return new LayerMount(fs, mountPoint);
+  }
+
+  /** Unmounts a mount point whose FUSE server died ("Transport endpoint is not connected"). */
+  public static void clearStale(Path mountPoint) throws IOException {
+    try {
+      Files.readAttributes(mountPoint, "basic:isDirectory");
+    } catch (java.nio.file.NoSuchFileException absent) {
+      return;
+    } catch (IOException e) {
+      if (String.valueOf(e.getMessage()).contains("not connected") || isMounted(mountPoint)) {
+        unmountLazily(mountPoint);
+      } else {
+        throw e;
+      }
+    }
+  }
+
+  static boolean isMounted(Path mountPoint) throws IOException {
+    String target = " " + mountPoint.toAbsolutePath().normalize() + " ";
+    return Files.readAllLines(Path.of("/proc/self/mounts")).stream().anyMatch(l -> l.contains(target));
+  }
+
+  static void unmountLazily(Path mountPoint) throws IOException {
+    try {
+      Process p = new ProcessBuilder("fusermount", "-u", "-z", mountPoint.toString()).redirectErrorStream(true).start();
+      if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
+        throw new IOException("fusermount -u -z " + mountPoint + " failed: " + new String(p.getInputStream().readAllBytes()));
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("interrupted unmounting " + mountPoint);
+    }
+  }
+
+  public Path mountPoint() {
+    return mountPoint;
+  }
+
+  @Override
+  public void close() {
+    fs.umount();
+  }
+}

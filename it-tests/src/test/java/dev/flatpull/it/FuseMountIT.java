@@ -1,0 +1,212 @@
+package dev.flatpull.it;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.fetcher.layer.EntryType;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LayerOpener;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchStatistics;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.RequestKind;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.fuse.FuseEvents;
+import dev.flatpull.fuse.LayerContentReader;
+import dev.flatpull.fuse.LayerFileSystem;
+import dev.flatpull.fuse.LayerMount;
+import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.pagecache.PageCache;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+
+/**
+ * Real FUSE mounts of layers served lazily from a real registry: the mounted tree equals the layer index, metadata
+ * operations issue no registry request, a read fetches only the chunks that cover it, and the layers stacked with
+ * overlayfs show the image's merged view (whiteouts honoured).
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
+class FuseMountIT {
+  private RegistryServer registry;
+  private TestImage image;
+  private RegistryClients clients;
+  private final FetchStatistics stats = new FetchStatistics();
+  private final List<LayerMount> mounts = new ArrayList<>();
+  private final List<LazyLayer> layers = new ArrayList<>();
+  private Path work;
+  private Path merged;
+  private PageCache cache;
+
+  @BeforeAll
+  void setUp() throws Exception {
+    Processes.requireFuse();
+    registry = RegistryServer.start();
+    image = TestImage.push(registry, "it/fuse", "plain");
+    String esgz = registry.address() + "/it/fuse:esgz";
+    Cli.Run c = Cli.inProcess("convert", "--plain-http", "--chunk-size", "262144", image.reference.toString(), esgz);
+    assertEquals(0, c.exitCode(), c.stderr());
+    work = Files.createTempDirectory("flatpull-fuse");
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    clients = new RegistryClients(config, RegistryCredentials.NONE, stats, Sleeper.SYSTEM, InstantSource.system());
+    ImageReference ref = ImageReference.parse(esgz);
+    RegistryClient client = clients.client(ref);
+    List<Descriptor> descriptors = client.resolve(ref, Platform.current()).manifest().layers();
+    cache = PageCache.open(work.resolve("cache"),
+        new CacheSettings(Optional.empty(), 64L << 20, 1L << 30, Duration.ofSeconds(10)));
+    LayerOpener opener = new LayerOpener(client, config, work.resolve("layers"));
+    for (int i = 0; i < descriptors.size(); i++) {
+      LazyLayer layer = opener.open(descriptors.get(i));
+      layers.add(layer);
+      LayerFileSystem fs = new LayerFileSystem(LayerTree.of(layer.index()), new LayerContentReader(layer, cache), FuseEvents.NONE);
+      mounts.add(LayerMount.mount(fs, work.resolve("layer" + i)));
+    }
+    merged = Files.createDirectories(work.resolve("merged"));
+    String lower = mounts.get(1).mountPoint() + ":" + mounts.get(0).mountPoint();
+    Processes.run(List.of("mount", "-t", "overlay", "overlay", "-o", "lowerdir=" + lower, merged.toString()), 30)
+        .orThrow(List.of("mount", "-t", "overlay"));
+  }
+
+  @AfterAll
+  void tearDown() throws Exception {
+    if (merged != null) {
+      Processes.run(List.of("umount", merged.toString()), 30);
+    }
+    for (LayerMount m : mounts) {
+      m.close();
+    }
+    if (clients != null) {
+      clients.close();
+    }
+    if (registry != null) {
+      registry.close();
+    }
+    if (work != null) {
+      Processes.deleteTree(work);
+    }
+  }
+
+  @Test
+  void mountedLayer_matchesItsIndexEntryForEntry() throws Exception {
+    for (int i = 0; i < layers.size(); i++) {
+      Path root = mounts.get(i).mountPoint();
+      for (LayerEntry e : layers.get(i).index().entries()) {
+        if (e.isOpaqueMarker()) {
+          continue;
+        }
+        String name = e.isWhiteout() ? e.parent() + "/" + e.baseName().substring(4) : e.name();
+        Path p = root.resolve(name);
+        assertTrue(Files.exists(p, LinkOption.NOFOLLOW_LINKS), "missing " + p);
+        Map<String, Object> a = Files.readAttributes(p, "unix:mode,uid,gid,size,rdev", LinkOption.NOFOLLOW_LINKS);
+        int mode = (Integer) a.get("mode");
+        if (e.isWhiteout()) {
+          assertEquals(0020000, mode & 0170000, "whiteout " + name + " is a character device");
+          assertEquals(0L, a.get("rdev"), "whiteout device is 0:0");
+          continue;
+        }
+        LayerEntry content = layers.get(i).index().contentOf(e);
+        int type = switch (content.type()) {
+          case DIR -> 0040000;
+          case REG -> 0100000;
+          case SYMLINK -> 0120000;
+          case CHAR -> 0020000;
+          case BLOCK -> 0060000;
+          case FIFO -> 0010000;
+          case HARDLINK -> -1;
+        };
+        assertEquals(type, mode & 0170000, "type of " + name);
+        if (content.type() != EntryType.SYMLINK) {
+          assertEquals(content.mode(), mode & 07777, "mode of " + name);
+        }
+        assertEquals(content.uid(), a.get("uid"), "uid of " + name);
+        if (content.type() == EntryType.REG) {
+          assertEquals(content.size(), a.get("size"), "size of " + name);
+        }
+        if (content.type() == EntryType.SYMLINK) {
+          assertEquals(content.linkName(), Files.readSymbolicLink(p).toString());
+        }
+      }
+    }
+  }
+
+  @Test
+  @org.junit.jupiter.api.Order(2)
+  void statAndReaddirOfTheWholeTree_issueNoRegistryRequest() throws Exception {
+    long before = stats.totalRequests();
+    int seen = 0;
+    for (LayerMount m : mounts) {
+      try (var walk = Files.walk(m.mountPoint())) {
+        for (Path p : walk.toList()) {
+          Files.readAttributes(p, "unix:mode,size,ino", LinkOption.NOFOLLOW_LINKS);
+          seen++;
+        }
+      }
+    }
+    assertTrue(seen > 60, "walked " + seen);
+    assertEquals(before, stats.totalRequests());
+  }
+
+  @Test
+  @org.junit.jupiter.api.Order(1) // before any other test reads (and caches) the file
+  void readingOneSmallFile_fetchesOnlyItsChunk() throws Exception {
+    long requests = stats.requests(RequestKind.BLOB_RANGE);
+    long bytes = stats.bytes(RequestKind.BLOB_RANGE);
+    byte[] got = Files.readAllBytes(mounts.get(0).mountPoint().resolve("etc/java/security/java.policy"));
+    assertArrayEquals(image.files.get("etc/java/security/java.policy"), got);
+    assertEquals(requests + 1, stats.requests(RequestKind.BLOB_RANGE));
+    assertTrue(stats.bytes(RequestKind.BLOB_RANGE) - bytes < 64 * 1024, "one small chunk");
+  }
+
+  @Test
+  void hardLinks_shareOneInode() throws Exception {
+    Path lib = mounts.get(0).mountPoint().resolve("usr/lib/jvm/lib");
+    Object a = Files.getAttribute(lib.resolve("libjava.so"), "unix:ino");
+    Object b = Files.getAttribute(lib.resolve("libjava-hard.so"), "unix:ino");
+    assertEquals(a, b);
+    assertEquals(2, Files.getAttribute(lib.resolve("libjava.so"), "unix:nlink"));
+  }
+
+  @Test
+  void overlayOfTheLayers_showsTheImage() throws Exception {
+    for (Map.Entry<String, byte[]> f : image.files.entrySet()) {
+      assertArrayEquals(f.getValue(), Files.readAllBytes(merged.resolve(f.getKey())), f.getKey());
+    }
+    for (String gone : image.deleted) {
+      assertFalse(Files.exists(merged.resolve(gone), LinkOption.NOFOLLOW_LINKS), gone + " is whited out");
+    }
+    assertEquals("upper\n", Files.readString(merged.resolve("etc/motd"), StandardCharsets.US_ASCII));
+  }
+
+  @Test
+  void writes_areRefusedOnTheReadOnlyMount() {
+    Path p = mounts.get(0).mountPoint().resolve("etc/hostname");
+    assertTrue(org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+        () -> Files.writeString(p, "x")).getMessage().contains("Read-only"));
+    Set<PosixFilePermission> none = PosixFilePermissions.fromString("---------");
+    org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> Files.setPosixFilePermissions(p, none));
+  }
+}
