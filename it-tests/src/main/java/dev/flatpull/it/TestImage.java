@@ -57,6 +57,14 @@ public final class TestImage {
 
   /** Builds the image and pushes it over plain HTTP to the registry at {@code HOST:PORT}. */
   public static TestImage push(String registryAddress, String repository, String tag) throws IOException {
+    return push(registryAddress, repository, tag, null);
+  }
+
+  /**
+   * Like {@link #push(String, String, String)}, but with {@code etc/variant} holding {@code variant} in the lower
+   * layer: a different layer (and image) that shares every other file with the plain one.
+   */
+  public static TestImage push(String registryAddress, String repository, String tag, String variant) throws IOException {
     ImageReference ref = ImageReference.parse(registryAddress + "/" + repository + ":" + tag);
     Path jdk = Path.of(System.getProperty("java.home"));
     Map<String, byte[]> lower = new LinkedHashMap<>();
@@ -78,6 +86,9 @@ public final class TestImage {
     lower.put("etc/hostname", "flatpull-it\n".getBytes(StandardCharsets.US_ASCII));
     lower.put("etc/remove-me", "doomed\n".getBytes(StandardCharsets.US_ASCII));
     lower.put("etc/motd", "lower\n".getBytes(StandardCharsets.US_ASCII));
+    if (variant != null) {
+      lower.put("etc/variant", variant.getBytes(StandardCharsets.UTF_8));
+    }
 
     Map<String, byte[]> upper = new LinkedHashMap<>();
     upper.put("etc/motd", "upper\n".getBytes(StandardCharsets.US_ASCII));
