@@ -35,27 +35,29 @@ public final class LayerMount implements AutoCloseable {
     return new LayerMount(fs, mountPoint);
   }
 
-  /** Unmounts a mount point whose FUSE server died ("Transport endpoint is not connected"). */
+  /**
+   * Unmounts a mount point whose FUSE server died ("Transport endpoint is not connected"). A dead server's mount root
+   * may still answer stat, so the check lists the directory.
+   */
   public static void clearStale(Path mountPoint) throws IOException {
-    try {
-      Files.readAttributes(mountPoint, "basic:isDirectory");
-    } catch (java.nio.file.NoSuchFileException absent) {
+    if (!isMounted(mountPoint)) {
       return;
+    }
+    try (var entries = Files.newDirectoryStream(mountPoint)) {
+      entries.iterator().hasNext();
     } catch (IOException e) {
-      if (String.valueOf(e.getMessage()).contains("not connected") || isMounted(mountPoint)) {
-        unmountLazily(mountPoint);
-      } else {
-        throw e;
-      }
+      unmountLazily(mountPoint);
     }
   }
 
-  static boolean isMounted(Path mountPoint) throws IOException {
+  /** Whether something is mounted at {@code mountPoint} (per /proc/self/mounts). */
+  public static boolean isMounted(Path mountPoint) throws IOException {
     String target = " " + mountPoint.toAbsolutePath().normalize() + " ";
     return Files.readAllLines(Path.of("/proc/self/mounts")).stream().anyMatch(l -> l.contains(target));
   }
 
-  static void unmountLazily(Path mountPoint) throws IOException {
+  /** {@code fusermount -u -z}: detaches the mount now, even with files open in it. */
+  public static void unmountLazily(Path mountPoint) throws IOException {
     try {
       Process p = new ProcessBuilder("fusermount", "-u", "-z", mountPoint.toString()).redirectErrorStream(true).start();
       if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {

@@ -19,8 +19,8 @@ import picocli.CommandLine.Command;
     name = "flatpull",
     mixinStandardHelpOptions = true,
     version = "flatpull 0.1.0",
-    description = "Lazily pulled container images for containerd: inspect, read and convert images.",
-    subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, CommandLine.HelpCommand.class})
+    description = "Lazily pulled container images for containerd: inspect, read, convert and mount images.",
+    subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, CommandLine.HelpCommand.class})
 public final class FlatpullCommand implements Runnable {
   /** Exit codes: stable, documented in docs/cli.md. */
   static final int USAGE = 2;
