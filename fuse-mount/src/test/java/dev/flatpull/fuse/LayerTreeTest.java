@@ -1,0 +1,112 @@
+package dev.flatpull.fuse;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.FetchLimits;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.PlainLayerIndexer;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.tar.TarHeader;
+import dev.flatpull.fetcher.tar.TarWriter;
+import dev.flatpull.fuse.LayerTree.Kind;
+import dev.flatpull.fuse.LayerTree.Node;
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The tree a layer's FUSE mount shows, built from an index, as overlayfs expects of a lower directory. */
+class LayerTreeTest {
+  @TempDir Path dir;
+
+  private static TarHeader h(String name, char type, int mode, String link, int major, int minor, Map<String, byte[]> x) {
+    return new TarHeader(name, type, 0, mode, 7, 8, "", "", Instant.ofEpochSecond(1_600_000_000), link, major, minor, x);
+  }
+
+  private LayerTree tree() throws Exception {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    byte[] content = "#!/bin/sh\n".getBytes(StandardCharsets.US_ASCII);
+    TarWriter.writeHeader(out, new TarHeader("usr/bin/tool", TarHeader.REG, content.length, 04755, 0, 0, "", "",
+        Instant.ofEpochSecond(1_600_000_000), "", 0, 0,
+        Map.of("security.capability", new byte[] {1, 0, 0, 2}, "user.note", "n".getBytes(StandardCharsets.US_ASCII))));
+    out.write(content);
+    TarWriter.pad(out, content.length);
+    for (TarHeader x : List.of(
+        h("usr/bin/tool-link", TarHeader.HARDLINK, 0, "usr/bin/tool", 0, 0, Map.of()),
+        h("usr/bin/sh", TarHeader.SYMLINK, 0777, "tool", 0, 0, Map.of()),
+        h("dev/null", TarHeader.CHAR, 0666, "", 1, 3, Map.of()),
+        h("dev/sda", TarHeader.BLOCK, 0660, "", 8, 0, Map.of()),
+        h("run/pipe", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
+        h("tmp/", TarHeader.DIR, 01777, "", 0, 0, Map.of()),
+        h("etc/.wh.gone", TarHeader.REG, 0, "", 0, 0, Map.of()),
+        h("var/cache/.wh..wh..opq", TarHeader.REG, 0, "", 0, 0, Map.of()))) {
+      TarWriter.writeHeader(out, x);
+    }
+    TarWriter.writeEnd(out);
+    Path tar = dir.resolve("layer.tar");
+    Files.write(tar, out.toByteArray());
+    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER, Digest.sha256(out.toByteArray()), out.size(), Map.of());
+    return LayerTree.of(PlainLayerIndexer.open(d, tar, tar, FetchLimits.DEFAULTS).index());
+  }
+
+  @Test
+  void of_everyKindOfEntry_becomesTheRightNode() throws Exception {
+    LayerTree t = tree();
+    Node tool = t.lookup("/usr/bin/tool").orElseThrow();
+    assertEquals(Kind.REG, tool.kind);
+    assertEquals(04755, tool.mode);
+    assertEquals(10, tool.size);
+    assertArrayEquals(new byte[] {1, 0, 0, 2}, tool.xattrs.get("security.capability"));
+    assertSame(tool, t.lookup("/usr/bin/tool-link").orElseThrow(), "a hard link is the same inode");
+    assertEquals(2, tool.links());
+    assertEquals("tool", t.lookup("/usr/bin/sh").orElseThrow().symlinkTarget);
+    Node dev = t.lookup("/dev/null").orElseThrow();
+    assertEquals(Kind.CHAR, dev.kind);
+    assertEquals(1, dev.devMajor);
+    assertEquals(3, dev.devMinor);
+    assertEquals(Kind.BLOCK, t.lookup("/dev/sda").orElseThrow().kind);
+    assertEquals(Kind.FIFO, t.lookup("/run/pipe").orElseThrow().kind);
+    assertEquals(01777, t.lookup("/tmp").orElseThrow().mode, "sticky bit kept");
+    assertEquals(7, t.lookup("/dev/null").orElseThrow().uid);
+  }
+
+  @Test
+  void of_whiteoutsAndOpaqueMarkers_lookAsOverlayfsExpects() throws Exception {
+    LayerTree t = tree();
+    Node gone = t.lookup("/etc/gone").orElseThrow();
+    assertEquals(Kind.CHAR, gone.kind);
+    assertEquals(0, gone.devMajor);
+    assertEquals(0, gone.devMinor);
+    assertTrue(t.lookup("/etc/.wh.gone").isEmpty(), "the whiteout's own name is not shown");
+    Node cache = t.lookup("/var/cache").orElseThrow();
+    assertArrayEquals("y".getBytes(StandardCharsets.US_ASCII), cache.xattrs.get(LayerTree.OPAQUE_XATTR));
+    assertTrue(t.lookup("/var/cache/.wh..wh..opq").isEmpty());
+  }
+
+  @Test
+  void of_missingParents_areImplicitDirectoriesWithCorrectLinkCounts() throws Exception {
+    LayerTree t = tree();
+    Node usr = t.lookup("/usr").orElseThrow();
+    assertEquals(Kind.DIR, usr.kind);
+    assertEquals(List.of("bin"), usr.children());
+    assertEquals(3, usr.links(), "2 + one subdirectory");
+    Node root = t.lookup("/").orElseThrow();
+    assertTrue(root.children().containsAll(List.of("usr", "dev", "run", "tmp", "etc", "var")), root.children().toString());
+    assertEquals(2 + 6, root.links());
+  }
+
+  @Test
+  void makedev_encodesLikeGlibc() {
+    assertEquals((1 << 8) | 3, LayerFileSystem.makedev(1, 3));
+    assertEquals((259L << 8) | 0x100000L | 0x23, LayerFileSystem.makedev(259, 0x123));
+  }
+}
