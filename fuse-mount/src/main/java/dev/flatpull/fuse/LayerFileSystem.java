@@ -4,6 +4,7 @@ import dev.flatpull.fuse.LayerTree.Node;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.Optional;
+import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
 import ru.serce.jnrfuse.ErrorCodes;
 import ru.serce.jnrfuse.FuseFillDir;
@@ -21,6 +22,8 @@ import ru.serce.jnrfuse.struct.Statvfs;
 public final class LayerFileSystem extends FuseStubFS {
   private static final System.Logger LOG = System.getLogger(LayerFileSystem.class.getName());
   private static final int O_ACCMODE = 3;
+  private static final jnr.ffi.Runtime RUNTIME = jnr.ffi.Runtime.getSystemRuntime();
+  private static final int STAT_SIZE = jnr.ffi.Struct.size(new FileStat(RUNTIME));
 
   private final LayerTree tree;
   private final LayerContentReader reader;
@@ -111,8 +114,16 @@ public final class LayerFileSystem extends FuseStubFS {
       }
       filler.apply(buf, ".", null, 0);
       filler.apply(buf, "..", null, 0);
+      // Each entry carries its type: overlayfs recognises whiteouts in a merged listing only by d_type DT_CHR.
+      FileStat stat = FileStat.of(Memory.allocateDirect(RUNTIME, STAT_SIZE));
+      String dir = path.endsWith("/") ? path : path + "/";
       for (String child : n.get().children()) {
-        if (filler.apply(buf, child, null, 0) != 0) {
+        Optional<Node> c = node(dir + child);
+        if (c.isEmpty()) {
+          continue;
+        }
+        fill(c.get(), stat);
+        if (filler.apply(buf, child, stat, 0) != 0) {
           break;
         }
       }

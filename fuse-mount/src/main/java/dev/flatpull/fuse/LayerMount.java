@@ -29,9 +29,22 @@ public final class LayerMount implements AutoCloseable {
    * left by a killed process (ENOTCONN) is lazily unmounted first.
    */
   public static LayerMount mount(LayerFileSystem fs, Path mountPoint) throws IOException {
+    return mount(fs, mountPoint, false);
+  }
+
+  /**
+   * Like {@link #mount(LayerFileSystem, Path)}; {@code singleThreaded} runs libfuse's single-threaded loop ({@code -s})
+   * instead of the multi-threaded one, which only the benchmark that compares the two should want: with one thread,
+   * a read waiting for the registry stalls every other read of the layer.
+   */
+  public static LayerMount mount(LayerFileSystem fs, Path mountPoint, boolean singleThreaded) throws IOException {
     clearStale(mountPoint);
     Files.createDirectories(mountPoint);
-    fs.mount(mountPoint, false, false, OPTIONS.toArray(String[]::new));
+    java.util.List<String> options = new java.util.ArrayList<>(OPTIONS);
+    if (singleThreaded) {
+      options.add("-s");
+    }
+    fs.mount(mountPoint, false, false, options.toArray(String[]::new));
     return new LayerMount(fs, mountPoint);
   }
 

@@ -1,17 +1,6 @@
 package dev.flatpull.it;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.flatpull.config.FlatpullConfig;
-import dev.flatpull.core.Digest;
-import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.MediaTypes;
-import dev.flatpull.fetcher.oci.OciDocuments;
-import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.reference.ImageReference;
-import dev.flatpull.fetcher.registry.FetchListener;
-import dev.flatpull.fetcher.registry.RegistryClient;
-import dev.flatpull.fetcher.registry.RegistryClients;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -24,7 +13,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.zip.GZIPOutputStream;
 import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
 import org.apache.commons.compress.archivers.tar.TarArchiveOutputStream;
 import org.apache.commons.compress.archivers.tar.TarConstants;
@@ -113,13 +101,7 @@ public final class TestImage {
       tar.putArchiveEntry(whiteout);
       tar.closeArchiveEntry();
     }
-    ByteArrayOutputStream gz = new ByteArrayOutputStream();
-    try (GZIPOutputStream g = new GZIPOutputStream(gz)) {
-      g.write(lowerTar.toByteArray());
-    }
-    byte[] lowerBlob = gz.toByteArray();
-    byte[] upperBlob = upperTar.toByteArray();
-
+    byte[] lowerBlob = ImagePusher.gzip(lowerTar.toByteArray());
     TestImage image = new TestImage(ref, lowerBlob.length);
     image.files.putAll(lower);
     image.files.putAll(upper);
@@ -128,27 +110,8 @@ public final class TestImage {
     image.files.put("usr/lib/jvm/lib/libjava-link.so", lower.get("usr/lib/jvm/lib/libjava.so"));
     image.deleted.add("etc/remove-me");
 
-    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    try (RegistryClients clients = new RegistryClients(config, dev.flatpull.config.RegistryCredentials.NONE,
-        FetchListener.NONE, dev.flatpull.fetcher.registry.Sleeper.SYSTEM, java.time.InstantSource.system())) {
-      RegistryClient client = clients.client(ref);
-      Descriptor l1 = new Descriptor(MediaTypes.OCI_LAYER_GZIP, Digest.sha256(lowerBlob), lowerBlob.length, Map.of());
-      Descriptor l2 = new Descriptor(MediaTypes.OCI_LAYER, Digest.sha256(upperBlob), upperBlob.length, Map.of());
-      client.pushBlob(l1, lowerBlob);
-      client.pushBlob(l2, upperBlob);
-      ObjectMapper json = new ObjectMapper();
-      ObjectNode cfg = json.createObjectNode();
-      cfg.put("architecture", Platform.current().architecture());
-      cfg.put("os", "linux");
-      cfg.putObject("config").putArray("Cmd").add("/usr/lib/jvm/lib/libjava.so");
-      ObjectNode rootfs = cfg.putObject("rootfs");
-      rootfs.put("type", "layers");
-      rootfs.putArray("diff_ids").add(Digest.sha256(lowerTar.toByteArray()).toString()).add(Digest.sha256(upperBlob).toString());
-      byte[] cfgBytes = json.writeValueAsBytes(cfg);
-      Descriptor c = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(cfgBytes), cfgBytes.length, Map.of());
-      client.pushBlob(c, cfgBytes);
-      client.pushManifest(tag, MediaTypes.OCI_MANIFEST, OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, c, List.of(l1, l2), Map.of()));
-    }
+    ImagePusher.push(ref, List.of(new ImagePusher.Layer(lowerTar.toByteArray(), true),
+        new ImagePusher.Layer(upperTar.toByteArray(), false)));
     return image;
   }
 

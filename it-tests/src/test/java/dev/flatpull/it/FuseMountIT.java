@@ -197,6 +197,12 @@ class FuseMountIT {
     }
     for (String gone : image.deleted) {
       assertFalse(Files.exists(merged.resolve(gone), LinkOption.NOFOLLOW_LINKS), gone + " is whited out");
+      Path parent = merged.resolve(gone).getParent();
+      try (var listing = Files.list(parent)) {
+        String name = merged.resolve(gone).getFileName().toString();
+        assertFalse(listing.anyMatch(p -> p.getFileName().toString().equals(name)),
+            gone + " is not listed either (readdir must give overlayfs the whiteout's type)");
+      }
     }
     assertEquals("upper\n", Files.readString(merged.resolve("etc/motd"), StandardCharsets.US_ASCII));
   }

@@ -1,0 +1,79 @@
+package dev.flatpull.it;
+
+import dev.flatpull.fetcher.reference.ImageReference;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+
+/**
+ * A two-layer image of a real Debian root file system: {@code debootstrap --variant=minbase bookworm} (device nodes,
+ * hard links, symlinks, setuid binaries and all) tarred by GNU tar as the lower layer, and an upper layer that deletes
+ * a file and a directory (whiteouts), hides a directory's content (opaque), replaces one file and adds others. The root
+ * file system is built once per machine and reused.
+ */
+public final class DebianImage {
+  public static final String SUITE = "bookworm";
+
+  private DebianImage() {}
+
+  /** The minbase root file system, built on first use under the temporary directory. */
+  public static Path rootfs() throws IOException, InterruptedException {
+    Path base = Path.of(System.getProperty("java.io.tmpdir"), "flatpull-it-debian-" + SUITE);
+    Path rootfs = base.resolve("rootfs");
+    Path done = base.resolve("complete");
+    if (Files.exists(done)) {
+      return rootfs;
+    }
+    Path debootstrap = Processes.require("debootstrap");
+    Processes.deleteTree(base);
+    Files.createDirectories(base);
+    Processes.run(List.of(debootstrap.toString(), "--variant=minbase", SUITE, rootfs.toString(),
+        "http://deb.debian.org/debian"), 900).orThrow(List.of("debootstrap"));
+    Files.createFile(done);
+    return rootfs;
+  }
+
+  /** Builds and pushes the image as {@code REGISTRY/REPOSITORY:TAG}. */
+  public static ImageReference push(String registry, String repository, String tag) throws IOException, InterruptedException {
+    Processes.require("tar");
+    Path rootfs = rootfs();
+    Path work = Files.createTempDirectory("flatpull-debian-layers");
+    try {
+      Path lower = work.resolve("lower.tar");
+      tar(rootfs, lower);
+      Path staging = Files.createDirectories(work.resolve("upper"));
+      Files.createDirectories(staging.resolve("etc"));
+      Files.createFile(staging.resolve("etc/.wh.motd"));
+      Files.writeString(staging.resolve("etc/hostname"), "flatpull-debian\n", StandardCharsets.US_ASCII);
+      Files.createDirectories(staging.resolve("var/log"));
+      Files.createFile(staging.resolve("var/log/.wh.apt"));
+      Files.createDirectories(staging.resolve("usr/share/doc/flatpull"));
+      Files.createFile(staging.resolve("usr/share/doc/.wh..wh..opq"));
+      Files.writeString(staging.resolve("usr/share/doc/flatpull/README"), "only this survives\n");
+      Files.createDirectories(staging.resolve("usr/local/bin"));
+      Path hello = staging.resolve("usr/local/bin/hello");
+      Files.writeString(hello, "#!/bin/sh\necho hello\n");
+      Files.setPosixFilePermissions(hello, PosixFilePermissions.fromString("rwxr-xr-x"));
+      Files.createLink(staging.resolve("usr/local/bin/hello-again"), hello);
+      Files.getFileAttributeView(hello, java.nio.file.attribute.UserDefinedFileAttributeView.class)
+          .write("flatpull.note", java.nio.ByteBuffer.wrap("binary\0value".getBytes(StandardCharsets.ISO_8859_1)));
+      Path upper = work.resolve("upper.tar");
+      tar(staging, upper);
+      ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
+      ImagePusher.push(ref, List.of(new ImagePusher.Layer(Files.readAllBytes(lower), true),
+          new ImagePusher.Layer(Files.readAllBytes(upper), false)));
+      return ref;
+    } finally {
+      Processes.deleteTree(work);
+    }
+  }
+
+  private static void tar(Path dir, Path out) throws IOException, InterruptedException {
+    List<String> cmd = List.of("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--format=pax",
+        "--sort=name", "-C", dir.toString(), "-cf", out.toString(), ".");
+    Processes.run(cmd, 300).orThrow(cmd);
+  }
+}

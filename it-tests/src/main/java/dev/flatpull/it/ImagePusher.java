@@ -1,0 +1,71 @@
+package dev.flatpull.it;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.time.InstantSource;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.zip.GZIPOutputStream;
+
+/** Pushes an image made of uncompressed tar layers (gzip-compressed or not) to a plain-HTTP test registry. */
+public final class ImagePusher {
+  /** One layer: its tar, and whether to push it gzip-compressed. */
+  public record Layer(byte[] tar, boolean gzip) {}
+
+  private ImagePusher() {}
+
+  /** Pushes the layers, a config whose diff_ids match them, and a manifest tagged {@code ref}'s tag. */
+  public static void push(ImageReference ref, List<Layer> layers) throws IOException {
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    try (RegistryClients clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE,
+        Sleeper.SYSTEM, InstantSource.system())) {
+      RegistryClient client = clients.client(ref);
+      ObjectMapper json = new ObjectMapper();
+      ObjectNode cfg = json.createObjectNode();
+      cfg.put("architecture", Platform.current().architecture());
+      cfg.put("os", "linux");
+      cfg.putObject("config").putArray("Cmd").add("/bin/sh");
+      ObjectNode rootfs = cfg.putObject("rootfs");
+      rootfs.put("type", "layers");
+      ArrayNode diffIds = rootfs.putArray("diff_ids");
+      List<Descriptor> descriptors = new ArrayList<>();
+      for (Layer l : layers) {
+        byte[] blob = l.gzip() ? gzip(l.tar()) : l.tar();
+        Descriptor d = new Descriptor(l.gzip() ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER, Digest.sha256(blob),
+            blob.length, Map.of());
+        client.pushBlob(d, blob);
+        descriptors.add(d);
+        diffIds.add(Digest.sha256(l.tar()).toString());
+      }
+      byte[] cfgBytes = json.writeValueAsBytes(cfg);
+      Descriptor c = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(cfgBytes), cfgBytes.length, Map.of());
+      client.pushBlob(c, cfgBytes);
+      client.pushManifest(ref.tag().orElseThrow(), MediaTypes.OCI_MANIFEST,
+          OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, c, descriptors, Map.of()));
+    }
+  }
+
+  static byte[] gzip(byte[] data) throws IOException {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    try (GZIPOutputStream g = new GZIPOutputStream(out)) {
+      g.write(data);
+    }
+    return out.toByteArray();
+  }
+}
