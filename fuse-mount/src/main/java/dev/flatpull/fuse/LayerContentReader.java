@@ -16,15 +16,27 @@ import java.util.Optional;
  * The read path of one layer: file range → covering chunks → page cache → on a miss, one coalesced fetch of the
  * missing chunks through the lazy layer (which verifies each) → cache → bytes. Missing chunks are reserved in the
  * page cache before they are fetched, so a read of identical content in another layer or image waits for this fetch
- * instead of repeating it. Thread-safe.
+ * instead of repeating it. A miss also fetches the file's next uncached chunks, up to {@code readahead} bytes, in the
+ * same request: FUSE delivers reads 128 KiB at a time, and one round trip per chunk would otherwise bound sequential
+ * reads. Thread-safe.
  */
 public final class LayerContentReader {
+  /** Default readahead: a few chunks of the default 4 MiB chunk size would be too much for small reads. */
+  public static final long DEFAULT_READAHEAD = 4L << 20;
+
   private final LazyLayer layer;
   private final PageCache cache;
+  private final long readahead;
 
   public LayerContentReader(LazyLayer layer, PageCache cache) {
+    this(layer, cache, DEFAULT_READAHEAD);
+  }
+
+  /** @param readahead bytes past a missed read to fetch along with it, from the same file; 0 for none */
+  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead) {
     this.layer = layer;
     this.cache = cache;
+    this.readahead = readahead;
   }
 
   /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
@@ -49,7 +61,16 @@ public final class LayerContentReader {
       }
     }
     if (!missing.isEmpty()) {
-      fetchMissing(file, missing, data);
+      List<LayerChunk> ahead = readahead > 0
+          ? LazyLayer.covering(file, offset + n, Math.min(readahead, Math.max(0, file.size() - offset - n)))
+          : List.of();
+      List<LayerChunk> wanted = new ArrayList<>(missing);
+      for (LayerChunk c : ahead) {
+        if (!c.stored().isEmpty() && !chunks.contains(c) && cache.get(c.digest()).isEmpty()) {
+          wanted.add(c);
+        }
+      }
+      fetchMissing(file, wanted, data);
     }
     for (LayerChunk c : chunks) {
       byte[] bytes = data.get(c);

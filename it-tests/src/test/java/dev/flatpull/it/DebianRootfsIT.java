@@ -48,6 +48,7 @@ class DebianRootfsIT {
   private final List<Path> overlays = new ArrayList<>();
   private final List<LayerMount> mounts = new ArrayList<>();
   private final List<RegistryClients> servingClients = new ArrayList<>();
+  private final List<PageCache> caches = new ArrayList<>();
 
   @BeforeAll
   void setUp() throws Exception {
@@ -80,6 +81,9 @@ class DebianRootfsIT {
     for (RegistryClients c : servingClients) {
       c.close();
     }
+    for (PageCache c : caches) {
+      c.close();
+    }
     if (registry != null) {
       registry.close();
     }
@@ -92,6 +96,7 @@ class DebianRootfsIT {
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
     PageCache cache = PageCache.open(work.resolve("cache-" + tag),
         new CacheSettings(Optional.empty(), 64L << 20, 4L << 30, Duration.ofSeconds(10)));
+    caches.add(cache);
     ImageReference ref = ImageReference.parse(registry.address() + "/it/debian:" + tag);
     List<String> lower = new ArrayList<>();
     // The mounts read through these clients until tearDown closes them.

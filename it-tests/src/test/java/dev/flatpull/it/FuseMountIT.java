@@ -99,6 +99,9 @@ class FuseMountIT {
     for (LayerMount m : mounts) {
       m.close();
     }
+    if (cache != null) {
+      cache.close();
+    }
     if (clients != null) {
       clients.close();
     }

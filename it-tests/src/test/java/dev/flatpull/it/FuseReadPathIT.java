@@ -139,6 +139,9 @@ class FuseReadPathIT {
     for (LayerMount m : mounts) {
       m.close();
     }
+    if (cache != null) {
+      cache.close();
+    }
     if (clients != null) {
       clients.close();
     }
@@ -229,6 +232,7 @@ class FuseReadPathIT {
     assertTrue(afterA > requests, "the first image fetched it");
     assertArrayEquals(image.files.get(SHARED), Files.readAllBytes(mountB.resolve(SHARED)));
     assertEquals(afterA, stats.requests(RequestKind.BLOB_RANGE), "the second image fetched nothing");
+    cache.awaitWrites();
     int chunks = layerA.index().entry(SHARED).orElseThrow().chunks().size();
     assertEquals(entries + chunks, cache.stats().diskEntries(), "stored once");
     assertEquals(bytes + image.files.get(SHARED).length, cache.stats().diskBytes());

@@ -24,9 +24,13 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>Misses are single-flight: concurrent {@link #getOrLoad} calls for one digest run one loader. A producer that will
  * supply an entry soon can {@link #reserve} it; readers then wait for it (up to the reservation wait) rather than
- * fetch it themselves. Thread-safe; close it to release nothing but the memory tier.
+ * fetch it themselves.
+ *
+ * <p>Content loaded on a read miss reaches readers from memory at once; its disk copy is written behind, on the
+ * cache's own writer thread, so that an fsync never delays a read. {@link #put} writes through. Thread-safe;
+ * {@link #close} waits for pending disk writes.
  */
-public final class PageCache {
+public final class PageCache implements AutoCloseable {
   /** What readers see when a producer gives a reservation up. */
   private static final class Abandoned extends IOException {
     Abandoned() {
@@ -44,11 +48,19 @@ public final class PageCache {
   private final LongAdder misses = new LongAdder();
   private final LongAdder loads = new LongAdder();
   private final LongAdder reservationHits = new LongAdder();
+  private final LongAdder diskWriteFailures = new LongAdder();
+  private final java.util.concurrent.ExecutorService writer;
+  private final java.util.concurrent.atomic.AtomicLong pendingWrites = new java.util.concurrent.atomic.AtomicLong();
 
   private PageCache(Cache<Digest, byte[]> memory, DiskTier disk, Duration reservationWait) {
     this.memory = memory;
     this.disk = disk;
     this.reservationWait = reservationWait;
+    this.writer = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+      Thread t = new Thread(r, "flatpull-page-cache-writer");
+      t.setDaemon(true);
+      return t;
+    });
   }
 
   /**
@@ -154,16 +166,51 @@ public final class PageCache {
     }
   }
 
-  /** Verifies and stores content supplied from elsewhere (it must match {@code digest}). */
+  /** Verifies and stores content supplied from elsewhere (it must match {@code digest}), durably before returning. */
   public void put(Digest digest, byte[] content) throws IOException {
     digest.verify("content put into the page cache", content, 0, content.length);
-    store(digest, content);
-  }
-
-  private byte[] store(Digest digest, byte[] content) throws IOException {
     memory.put(digest, content);
     disk.put(digest, content);
+  }
+
+  /** Makes verified content visible in memory now and durable on disk soon, off the caller's thread. */
+  private byte[] store(Digest digest, byte[] content) {
+    memory.put(digest, content);
+    pendingWrites.incrementAndGet();
+    try {
+      writer.execute(() -> {
+        try {
+          disk.put(digest, content);
+        } catch (IOException | RuntimeException e) {
+          // The content stays in memory and will be fetched again after a restart: a cost, not an error.
+          diskWriteFailures.increment();
+        } finally {
+          pendingWrites.decrementAndGet();
+        }
+      });
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      pendingWrites.decrementAndGet();
+    }
     return content;
+  }
+
+  /** Waits until every disk write queued so far is done (or failed). */
+  public void awaitWrites() throws InterruptedIOException {
+    try {
+      writer.submit(() -> {}).get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted waiting for page-cache writes");
+    } catch (ExecutionException | java.util.concurrent.RejectedExecutionException e) {
+      // Nothing to wait for.
+    }
+  }
+
+  /** Waits for pending disk writes, then stops the writer. */
+  @Override
+  public void close() throws InterruptedIOException {
+    awaitWrites();
+    writer.shutdown();
   }
 
   /**
@@ -189,8 +236,6 @@ public final class PageCache {
         } catch (DigestMismatchException e) {
           abandon();
           throw e;
-        } catch (IOException e) {
-          f.complete(bytes);
         } finally {
           release();
         }
@@ -209,6 +254,7 @@ public final class PageCache {
     });
   }
 
+  /** Counters; disk figures include writes still pending only once they are done (see {@link #awaitWrites}). */
   public CacheStats stats() {
     return new CacheStats(
         memoryHits.sum(), diskHits.sum(), misses.sum(), loads.sum(), reservationHits.sum(), disk.corrupt.sum(),

@@ -37,12 +37,34 @@ class PageCacheTest {
     return b;
   }
 
+  private final List<PageCache> opened = new ArrayList<>();
+
   private PageCache open(long memory, long disk, Duration wait) throws IOException {
-    return PageCache.open(dir, new CacheSettings(Optional.empty(), memory, disk, wait));
+    PageCache c = PageCache.open(dir, new CacheSettings(Optional.empty(), memory, disk, wait));
+    opened.add(c);
+    return c;
+  }
+
+  @org.junit.jupiter.api.AfterEach
+  void closeCaches() throws IOException {
+    // Pending disk writes must finish before the temporary directory is deleted.
+    for (PageCache c : opened) {
+      c.close();
+    }
   }
 
   private PageCache open() throws IOException {
     return open(1 << 20, 1L << 30, Duration.ofSeconds(5));
+  }
+
+  @Test
+  void getOrLoad_writesBehind_butTheEntryIsOnDiskOnceWritesAreAwaited() throws IOException {
+    byte[] b = bytes(20_000);
+    PageCache cache = open();
+    assertArrayEquals(b, cache.getOrLoad(Digest.sha256(b), () -> b));
+    cache.awaitWrites();
+    assertEquals(1, cache.stats().diskEntries());
+    assertArrayEquals(b, open().get(Digest.sha256(b)).orElseThrow(), "a restarted process finds it");
   }
 
   @Test
@@ -161,6 +183,7 @@ class PageCacheTest {
     // Two layers, two images: the same chunk digest, so one fetch and one file.
     cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return shared.clone(); });
     cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return shared.clone(); });
+    cache.awaitWrites();
     assertEquals(1, fetches.get());
     assertEquals(1, cache.stats().diskEntries());
     assertEquals(shared.length, cache.stats().diskBytes());
@@ -172,6 +195,7 @@ class PageCacheTest {
     byte[] good = bytes(1000);
     Digest d = Digest.sha256(good);
     assertThrows(DigestMismatchException.class, () -> cache.getOrLoad(d, () -> bytes(1000)));
+    cache.awaitWrites();
     assertEquals(0, cache.stats().diskEntries());
     assertArrayEquals(good, cache.getOrLoad(d, () -> good));
   }

@@ -67,6 +67,7 @@ final class MountCommand implements Callable<Integer> {
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
         unmountAll(overlay[0], mounts);
         try {
+          cache.close();
           Files.deleteIfExists(session);
         } catch (IOException ignored) {
           // Not empty or already gone: the next run's stale-mount sweep takes care of it.
