@@ -27,16 +27,21 @@ public final class LayerContentReader {
   private final LazyLayer layer;
   private final PageCache cache;
   private final long readahead;
+  private final ReadActivity activity;
 
   public LayerContentReader(LazyLayer layer, PageCache cache) {
-    this(layer, cache, DEFAULT_READAHEAD);
+    this(layer, cache, DEFAULT_READAHEAD, new ReadActivity());
   }
 
-  /** @param readahead bytes past a missed read to fetch along with it, from the same file; 0 for none */
-  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead) {
+  /**
+   * @param readahead bytes past a missed read to fetch along with it, from the same file; 0 for none
+   * @param activity told while a read waits for content, so that background prefetching steps aside
+   */
+  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity) {
     this.layer = layer;
     this.cache = cache;
     this.readahead = readahead;
+    this.activity = activity;
   }
 
   /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
@@ -70,7 +75,12 @@ public final class LayerContentReader {
           wanted.add(c);
         }
       }
-      fetchMissing(file, wanted, data);
+      activity.begin();
+      try {
+        fetchMissing(file, wanted, data);
+      } finally {
+        activity.end();
+      }
     }
     for (LayerChunk c : chunks) {
       byte[] bytes = data.get(c);

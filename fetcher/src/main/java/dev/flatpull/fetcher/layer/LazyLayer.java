@@ -109,6 +109,15 @@ public final class LazyLayer {
    * another thread is already fetching is joined rather than fetched again. The map holds each chunk's content.
    */
   public Map<LayerChunk, byte[]> fetch(LayerEntry file, List<LayerChunk> needed) throws IOException {
+    return fetch("'" + file.name() + "'", needed);
+  }
+
+  /** Like {@link #fetch(LayerEntry, List)} for chunks of any files of this layer, coalesced across files (prefetch). */
+  public Map<LayerChunk, byte[]> fetchChunks(List<LayerChunk> needed) throws IOException {
+    return fetch("a prefetched file", needed);
+  }
+
+  private Map<LayerChunk, byte[]> fetch(String owner, List<LayerChunk> needed) throws IOException {
     Map<LayerChunk, CompletableFuture<byte[]>> futures = new LinkedHashMap<>();
     List<LayerChunk> mine = new ArrayList<>();
     for (LayerChunk c : needed) {
@@ -122,7 +131,7 @@ public final class LazyLayer {
       }
     }
     try {
-      fetchOwned(file, mine, futures);
+      fetchOwned(owner, mine, futures);
     } finally {
       for (LayerChunk c : mine) {
         CompletableFuture<byte[]> f = futures.get(c);
@@ -137,7 +146,7 @@ public final class LazyLayer {
     return out;
   }
 
-  private void fetchOwned(LayerEntry file, List<LayerChunk> mine, Map<LayerChunk, CompletableFuture<byte[]>> futures) {
+  private void fetchOwned(String owner, List<LayerChunk> mine, Map<LayerChunk, CompletableFuture<byte[]>> futures) {
     List<LayerChunk> sorted = new ArrayList<>(mine);
     sorted.sort(Comparator.comparingLong((LayerChunk c) -> c.stored().offset()));
     int i = 0;
@@ -170,7 +179,7 @@ public final class LazyLayer {
           continue;
         }
         try {
-          f.complete(decode(file, c, bytes, (int) (c.stored().offset() - start)));
+          f.complete(decode(owner, c, bytes, (int) (c.stored().offset() - start)));
         } catch (IOException | RuntimeException e) {
           f.completeExceptionally(e);
         }
@@ -179,8 +188,8 @@ public final class LazyLayer {
     }
   }
 
-  private byte[] decode(LayerEntry file, LayerChunk c, byte[] buf, int off) throws IOException {
-    String subject = "chunk at offset " + c.fileOffset() + " of '" + file.name() + "' in layer " + index.blob();
+  private byte[] decode(String owner, LayerChunk c, byte[] buf, int off) throws IOException {
+    String subject = "chunk at offset " + c.fileOffset() + " of " + owner + " in layer " + index.blob();
     if (c.stored().isEmpty()) {
       return new byte[(int) c.size()];
     }

@@ -44,6 +44,22 @@ final class MountCommand implements Callable<Integer> {
   @Option(names = "--layer", paramLabel = "DIGEST", description = "Mount only this layer (a digest or its prefix).")
   String layer;
 
+  @Option(names = "--no-prefetch", description = "Do not fetch the layers' prioritized (landmark) files after mounting.")
+  boolean noPrefetch;
+
+  @Option(names = "--no-background-fetch",
+      description = "After the prioritized files, do not fetch the rest of each layer in the background.")
+  boolean noBackground;
+
+  private final dev.flatpull.fuse.ReadActivity activity = new dev.flatpull.fuse.ReadActivity();
+  private final List<dev.flatpull.fuse.LayerPrefetcher> prefetchers = new ArrayList<>();
+  // Prefetching never blocks mounting: it runs here, one layer after another, while reads are served.
+  private final java.util.concurrent.ExecutorService prefetch = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+    Thread t = new Thread(r, "flatpull-prefetch");
+    t.setDaemon(true);
+    return t;
+  });
+
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
@@ -65,6 +81,8 @@ final class MountCommand implements Callable<Integer> {
       LayerOpener opener = new LayerOpener(client, config, config.root().resolve("layers"));
       Path session = layersDir.resolve(Long.toString(ProcessHandle.current().pid()));
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+        prefetchers.forEach(dev.flatpull.fuse.LayerPrefetcher::stop);
+        prefetch.shutdownNow();
         unmountAll(overlay[0], mounts);
         try {
           cache.close();
@@ -93,8 +111,15 @@ final class MountCommand implements Callable<Integer> {
   }
 
   private LayerMount mountLayer(LazyLayer lazy, PageCache cache, Path at) throws IOException {
-    LayerFileSystem fs = new LayerFileSystem(LayerTree.of(lazy.index()), new LayerContentReader(lazy, cache), FuseEvents.NONE);
-    return LayerMount.mount(fs, at);
+    LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity);
+    LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()), reader, FuseEvents.NONE), at);
+    if (!noPrefetch || !noBackground) {
+      dev.flatpull.fuse.LayerPrefetcher p = new dev.flatpull.fuse.LayerPrefetcher(
+          lazy, cache, activity, noPrefetch ? List.of() : lazy.index().prioritized(), !noBackground);
+      prefetchers.add(p);
+      prefetch.execute(p);
+    }
+    return m;
   }
 
   private void stack(List<LayerMount> mounts) throws IOException {

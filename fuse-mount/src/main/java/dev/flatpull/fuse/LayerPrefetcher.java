@@ -1,0 +1,142 @@
+package dev.flatpull.fuse;
+
+import dev.flatpull.fetcher.layer.EntryType;
+import dev.flatpull.fetcher.layer.LayerChunk;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.Reservation;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * Fetches a layer's content into the page cache ahead of reads: first the prioritized files (those before the eStargz
+ * prefetch landmark, or a given list) in large coalesced requests, then, if enabled, everything else in layer order in
+ * smaller batches that wait while any on-demand read is waiting for the registry. Each chunk is reserved before it is
+ * fetched, so a reader that needs it meanwhile waits for this fetch instead of issuing its own. Runs on the caller's
+ * thread (give it one of its own); never part of mounting.
+ */
+public final class LayerPrefetcher implements Runnable {
+  private static final System.Logger LOG = System.getLogger(LayerPrefetcher.class.getName());
+  private static final long PRIORITY_BATCH = 32L << 20;
+  private static final long BACKGROUND_BATCH = 8L << 20;
+
+  private final LazyLayer layer;
+  private final PageCache cache;
+  private final ReadActivity activity;
+  private final List<String> prioritized;
+  private final boolean background;
+  private final AtomicBoolean stopped = new AtomicBoolean();
+  private final LongAdder chunks = new LongAdder();
+  private final LongAdder bytes = new LongAdder();
+
+  /**
+   * @param prioritized files to fetch first, usually the layer's own list ({@code layer.index().prioritized()}, the
+   *     files before its landmark); empty for none
+   * @param background whether to fetch the rest of the layer afterwards
+   */
+  public LayerPrefetcher(LazyLayer layer, PageCache cache, ReadActivity activity, List<String> prioritized, boolean background) {
+    this.layer = layer;
+    this.cache = cache;
+    this.activity = activity;
+    this.prioritized = List.copyOf(prioritized);
+    this.background = background;
+  }
+
+  @Override
+  public void run() {
+    try {
+      List<LayerEntry> first = new ArrayList<>();
+      for (String name : prioritized) {
+        layer.index().entry(name).map(e -> layer.index().contentOf(e))
+            .filter(e -> e.type() == EntryType.REG).ifPresent(first::add);
+      }
+      fetch(first, PRIORITY_BATCH, false);
+      if (background) {
+        List<LayerEntry> rest = new ArrayList<>();
+        for (LayerEntry e : layer.index().entries()) {
+          if (e.type() == EntryType.REG && e.size() > 0) {
+            rest.add(e);
+          }
+        }
+        fetch(rest, BACKGROUND_BATCH, true);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (IOException | RuntimeException e) {
+      // Prefetching is an optimisation: readers fetch what it did not.
+      LOG.log(System.Logger.Level.WARNING, "prefetch of layer " + layer.index().blob() + " stopped: " + e);
+    }
+  }
+
+  private void fetch(List<LayerEntry> files, long batchBytes, boolean yieldToReads) throws IOException, InterruptedException {
+    Map<LayerChunk, Reservation> reserved = new LinkedHashMap<>();
+    long size = 0;
+    for (LayerEntry f : files) {
+      for (LayerChunk c : f.chunks()) {
+        if (stopped.get()) {
+          release(reserved);
+          return;
+        }
+        if (c.stored().isEmpty()) {
+          continue;
+        }
+        var r = cache.reserve(c.digest());
+        if (r.isEmpty()) {
+          continue;
+        }
+        reserved.put(c, r.get());
+        size += c.stored().length();
+        if (size >= batchBytes) {
+          flush(reserved, yieldToReads);
+          size = 0;
+        }
+      }
+    }
+    flush(reserved, yieldToReads);
+  }
+
+  /** Fetches every reserved chunk, coalesced across files into as few requests as the layout allows, and fills them. */
+  private void flush(Map<LayerChunk, Reservation> reserved, boolean yieldToReads) throws IOException, InterruptedException {
+    try {
+      if (reserved.isEmpty()) {
+        return;
+      }
+      if (yieldToReads) {
+        activity.awaitIdle();
+      }
+      List<LayerChunk> wanted = new ArrayList<>(reserved.keySet());
+      Map<LayerChunk, byte[]> got = layer.fetchChunks(wanted);
+      for (LayerChunk c : wanted) {
+        reserved.remove(c).fill(got.get(c));
+        chunks.increment();
+        bytes.add(c.size());
+      }
+    } finally {
+      release(reserved);
+    }
+  }
+
+  private static void release(Map<LayerChunk, Reservation> reserved) {
+    reserved.values().forEach(Reservation::abandon);
+    reserved.clear();
+  }
+
+  /** Stops after the batch in flight. */
+  public void stop() {
+    stopped.set(true);
+  }
+
+  public long prefetchedChunks() {
+    return chunks.sum();
+  }
+
+  public long prefetchedBytes() {
+    return bytes.sum();
+  }
+}

@@ -1,0 +1,147 @@
+package dev.flatpull.fuse;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.FetchLimits;
+import dev.flatpull.fetcher.convert.ConvertedLayer;
+import dev.flatpull.fetcher.convert.LazyLayerWriter;
+import dev.flatpull.fetcher.layer.BlobReader;
+import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.LayerChunk;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.tar.TarHeader;
+import dev.flatpull.fetcher.tar.TarWriter;
+import dev.flatpull.pagecache.PageCache;
+import java.io.ByteArrayOutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class LayerPrefetcherTest {
+  @TempDir Path dir;
+  private final Map<String, byte[]> files = new LinkedHashMap<>();
+  private final AtomicInteger requests = new AtomicInteger();
+  private LazyLayer layer;
+  private PageCache cache;
+
+  @BeforeEach
+  void layer() throws Exception {
+    Random r = new Random(3);
+    ByteArrayOutputStream tar = new ByteArrayOutputStream();
+    for (int i = 0; i < 12; i++) {
+      byte[] b = new byte[150_000 + i * 1000];
+      r.nextBytes(b);
+      String name = "lib/part" + i + ".so";
+      files.put(name, b);
+      TarWriter.writeHeader(tar, TarHeader.regular(name, b.length, 0644, Instant.EPOCH));
+      tar.write(b);
+      TarWriter.pad(tar, b.length);
+    }
+    TarWriter.writeEnd(tar);
+    Path src = dir.resolve("src.tar");
+    Files.write(src, tar.toByteArray());
+    ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, 64 * 1024, 1)
+        .write(src, dir.resolve("blob"), List.of("lib/part7.so", "lib/part2.so"));
+    byte[] blob = Files.readAllBytes(dir.resolve("blob"));
+    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations());
+    BlobReader reader = range -> {
+      requests.incrementAndGet();
+      return Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
+    };
+    layer = new LazyLayer(EstargzToc.read(d, reader, FetchLimits.DEFAULTS), reader, 64 * 1024);
+    cache = PageCache.open(dir.resolve("cache"), new CacheSettings(Optional.empty(), 64L << 20, 1L << 30, Duration.ofSeconds(5)));
+    requests.set(0);
+  }
+
+  @AfterEach
+  void close() throws Exception {
+    cache.close();
+  }
+
+  private boolean cached(String name) throws Exception {
+    for (LayerChunk c : layer.index().entry(name).orElseThrow().chunks()) {
+      if (cache.get(c.digest()).isEmpty()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  @Test
+  void run_landmarkFilesOnly_fetchesThemInOneRequestAndNothingElse() throws Exception {
+    LayerPrefetcher p = new LayerPrefetcher(layer, cache, new ReadActivity(), layer.index().prioritized(), false);
+    p.run();
+    assertEquals(List.of("lib/part7.so", "lib/part2.so"), layer.index().prioritized());
+    assertTrue(cached("lib/part7.so") && cached("lib/part2.so"));
+    assertEquals(false, cached("lib/part3.so"));
+    assertEquals(1, requests.get(), "the prioritized files are adjacent: one coalesced request");
+    int chunks = layer.index().entry("lib/part7.so").orElseThrow().chunks().size()
+        + layer.index().entry("lib/part2.so").orElseThrow().chunks().size();
+    assertEquals(chunks, p.prefetchedChunks());
+  }
+
+  @Test
+  void run_withBackground_fetchesTheWholeLayerAndReadsThenNeedNoRequest() throws Exception {
+    new LayerPrefetcher(layer, cache, new ReadActivity(), layer.index().prioritized(), true).run();
+    for (String f : files.keySet()) {
+      assertTrue(cached(f), f);
+    }
+    int before = requests.get();
+    assertTrue(before < 12, "batched into few requests: " + before);
+    LayerContentReader reader = new LayerContentReader(layer, cache);
+    for (Map.Entry<String, byte[]> f : files.entrySet()) {
+      byte[] got = new byte[f.getValue().length];
+      reader.read(layer.index().entry(f.getKey()).orElseThrow(), 0, got, got.length);
+      assertArrayEquals(f.getValue(), got);
+    }
+    assertEquals(before, requests.get());
+  }
+
+  @Test
+  void background_waitsWhileAnOnDemandReadIsWaiting() throws Exception {
+    ReadActivity activity = new ReadActivity();
+    activity.begin();
+    LayerPrefetcher p = new LayerPrefetcher(layer, cache, activity, List.of(), true);
+    Thread t = new Thread(p);
+    t.start();
+    Thread.sleep(300);
+    assertEquals(0, requests.get(), "background fetching steps aside while a read waits");
+    activity.end();
+    t.join(10_000);
+    assertTrue(cached("lib/part0.so") && cached("lib/part11.so"));
+  }
+
+  @Test
+  void readerDuringPrefetch_getsCorrectBytes() throws Exception {
+    LayerPrefetcher p = new LayerPrefetcher(layer, cache, new ReadActivity(), layer.index().prioritized(), true);
+    Thread t = new Thread(p);
+    t.start();
+    LayerContentReader reader = new LayerContentReader(layer, cache);
+    for (Map.Entry<String, byte[]> f : files.entrySet()) {
+      LayerEntry e = layer.index().entry(f.getKey()).orElseThrow();
+      byte[] got = new byte[f.getValue().length];
+      reader.read(e, 0, got, got.length);
+      assertArrayEquals(f.getValue(), got, f.getKey());
+    }
+    t.join(10_000);
+  }
+}
