@@ -224,6 +224,7 @@ class FuseReadPathIT {
   void identicalFileInTwoImages_isFetchedAndStoredOnce() throws Exception {
     assertTrue(!java.util.Arrays.equals(Files.readAllBytes(mountA.resolve("etc/variant")),
         Files.readAllBytes(mountB.resolve("etc/variant"))), "the two layers differ");
+    cache.awaitWrites();
     long requests = stats.requests(RequestKind.BLOB_RANGE);
     long entries = cache.stats().diskEntries();
     long bytes = cache.stats().diskBytes();
