@@ -52,6 +52,7 @@ import org.junit.jupiter.api.TestInstance;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
 class FuseMountIT {
+  private final Cleanup cleanup = new Cleanup();
   private RegistryServer registry;
   private TestImage image;
   private RegistryClients clients;
@@ -65,53 +66,39 @@ class FuseMountIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    registry = RegistryServer.start();
+    registry = cleanup.add(RegistryServer.start());
     image = TestImage.push(registry, "it/fuse", "plain");
     String esgz = registry.address() + "/it/fuse:esgz";
     Cli.Run c = Cli.inProcess("convert", "--plain-http", "--chunk-size", "262144", image.reference.toString(), esgz);
     assertEquals(0, c.exitCode(), c.stderr());
-    work = Files.createTempDirectory("flatpull-fuse");
+    work = cleanup.deleteLater(Files.createTempDirectory("flatpull-fuse"));
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    clients = new RegistryClients(config, RegistryCredentials.NONE, stats, Sleeper.SYSTEM, InstantSource.system());
+    clients = cleanup.add(new RegistryClients(config, RegistryCredentials.NONE, stats, Sleeper.SYSTEM, InstantSource.system()));
     ImageReference ref = ImageReference.parse(esgz);
     RegistryClient client = clients.client(ref);
     List<Descriptor> descriptors = client.resolve(ref, Platform.current()).manifest().layers();
-    cache = PageCache.open(work.resolve("cache"),
-        new CacheSettings(Optional.empty(), 64L << 20, 1L << 30, Duration.ofSeconds(10)));
+    cache = cleanup.add(PageCache.open(work.resolve("cache"),
+        new CacheSettings(Optional.empty(), 64L << 20, 1L << 30, Duration.ofSeconds(10))));
     LayerOpener opener = new LayerOpener(client, config, work.resolve("layers"));
     for (int i = 0; i < descriptors.size(); i++) {
       LazyLayer layer = opener.open(descriptors.get(i));
       layers.add(layer);
       LayerFileSystem fs = new LayerFileSystem(LayerTree.of(layer.index()), new LayerContentReader(layer, cache), FuseEvents.NONE);
-      mounts.add(LayerMount.mount(fs, work.resolve("layer" + i)));
+      mounts.add(cleanup.add(LayerMount.mount(fs, work.resolve("layer" + i))));
     }
     merged = Files.createDirectories(work.resolve("merged"));
     String lower = mounts.get(1).mountPoint() + ":" + mounts.get(0).mountPoint();
     Processes.run(List.of("mount", "-t", "overlay", "overlay", "-o", "lowerdir=" + lower, merged.toString()), 30)
         .orThrow(List.of("mount", "-t", "overlay"));
+    Path overlay = merged;
+    cleanup.add(() -> Processes.run(List.of("umount", overlay.toString()), 30));
   }
 
   @AfterAll
   void tearDown() throws Exception {
-    if (merged != null) {
-      Processes.run(List.of("umount", merged.toString()), 30);
-    }
-    for (LayerMount m : mounts) {
-      m.close();
-    }
-    if (cache != null) {
-      cache.close();
-    }
-    if (clients != null) {
-      clients.close();
-    }
-    if (registry != null) {
-      registry.close();
-    }
-    if (work != null) {
-      Processes.deleteTree(work);
-    }
+    cleanup.close();
   }
+
 
   @Test
   void mountedLayer_matchesItsIndexEntryForEntry() throws Exception {
@@ -191,6 +178,15 @@ class FuseMountIT {
     Object b = Files.getAttribute(lib.resolve("libjava-hard.so"), "unix:ino");
     assertEquals(a, b);
     assertEquals(2, Files.getAttribute(lib.resolve("libjava.so"), "unix:nlink"));
+  }
+
+  @Test
+  void absentXattr_answersNoDataAsOverlayfsExpects() {
+    var view = Files.getFileAttributeView(mounts.get(0).mountPoint().resolve("etc/hostname"),
+        java.nio.file.attribute.UserDefinedFileAttributeView.class);
+    java.nio.file.FileSystemException e = org.junit.jupiter.api.Assertions.assertThrows(
+        java.nio.file.FileSystemException.class, () -> view.read("absent", java.nio.ByteBuffer.allocate(16)));
+    assertTrue(String.valueOf(e.getMessage()).contains("No data available"), e.getMessage());
   }
 
   @Test

@@ -63,6 +63,7 @@ class FuseReadPathIT {
 
   private volatile Mode mode = Mode.NORMAL;
   private volatile ByteRange slowRange;
+  private final Cleanup cleanup = new Cleanup();
   private RegistryServer registry;
   private TestImage image;
   private RegistryClients clients;
@@ -78,7 +79,7 @@ class FuseReadPathIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    registry = RegistryServer.start();
+    registry = cleanup.add(RegistryServer.start());
     image = TestImage.push(registry.address(), "it/read-a", "plain", "a");
     TestImage.push(registry.address(), "it/read-b", "plain", "b");
     for (String repo : List.of("it/read-a", "it/read-b")) {
@@ -86,11 +87,11 @@ class FuseReadPathIT {
           registry.address() + "/" + repo + ":plain", registry.address() + "/" + repo + ":esgz");
       assertEquals(0, c.exitCode(), c.stderr());
     }
-    work = Files.createTempDirectory("flatpull-readpath");
+    work = cleanup.deleteLater(Files.createTempDirectory("flatpull-readpath"));
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true)
         .withBackoff(Duration.ofMillis(1), Duration.ofMillis(5)));
-    clients = new RegistryClients(config, RegistryCredentials.NONE, stats, Sleeper.SYSTEM, InstantSource.system());
-    cache = PageCache.open(work.resolve("cache"), new CacheSettings(Optional.empty(), 0, 1L << 30, Duration.ofSeconds(10)));
+    clients = cleanup.add(new RegistryClients(config, RegistryCredentials.NONE, stats, Sleeper.SYSTEM, InstantSource.system()));
+    cache = cleanup.add(PageCache.open(work.resolve("cache"), new CacheSettings(Optional.empty(), 0, 1L << 30, Duration.ofSeconds(10))));
     layerA = open("it/read-a");
     mountA = mount(layerA, "a");
     mountB = mount(open("it/read-b"), "b");
@@ -130,28 +131,15 @@ class FuseReadPathIT {
     };
     LayerMount m = LayerMount.mount(
         new LayerFileSystem(LayerTree.of(layer.index()), new LayerContentReader(layer, cache), events), work.resolve(name));
-    mounts.add(m);
+    mounts.add(cleanup.add(m));
     return m.mountPoint();
   }
 
   @AfterAll
   void tearDown() throws Exception {
-    for (LayerMount m : mounts) {
-      m.close();
-    }
-    if (cache != null) {
-      cache.close();
-    }
-    if (clients != null) {
-      clients.close();
-    }
-    if (registry != null) {
-      registry.close();
-    }
-    if (work != null) {
-      Processes.deleteTree(work);
-    }
+    cleanup.close();
   }
+
 
   private static byte[] readSome(Path p, int n) throws IOException {
     try (InputStream in = Files.newInputStream(p)) {
