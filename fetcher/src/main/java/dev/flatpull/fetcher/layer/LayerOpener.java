@@ -16,19 +16,27 @@ public final class LayerOpener {
   private final RegistryClient client;
   private final FlatpullConfig config;
   private final Path workDir;
+  private final java.util.concurrent.Executor decoder;
 
+  /** Chunks are decoded on the reading thread. */
   public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir) {
+    this(client, config, workDir, Runnable::run);
+  }
+
+  /** @param decoder decompresses and verifies the chunks of one request (see {@link LazyLayer}) */
+  public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder) {
     this.client = client;
     this.config = config;
     this.workDir = workDir;
+    this.decoder = decoder;
   }
 
   public LazyLayer open(Descriptor layer) throws IOException {
     BlobReader remote = range -> client.readRange(layer.digest(), range);
     long gap = config.registry().coalesceGapBytes();
     return switch (LayerFormat.of(layer)) {
-      case ESTARGZ -> new LazyLayer(EstargzToc.read(layer, remote, config.limits()), remote, gap);
-      case ZSTD_CHUNKED -> new LazyLayer(ZstdChunkedToc.read(layer, remote, config.limits()), remote, gap);
+      case ESTARGZ -> new LazyLayer(EstargzToc.read(layer, remote, config.limits()), remote, gap, decoder);
+      case ZSTD_CHUNKED -> new LazyLayer(ZstdChunkedToc.read(layer, remote, config.limits()), remote, gap, decoder);
       case PLAIN -> {
         Files.createDirectories(workDir);
         Path blob = workDir.resolve(layer.digest().hex() + ".blob");

@@ -31,11 +31,22 @@ public final class LazyLayer {
   private final BlobReader blob;
   private final long coalesceGap;
   private final Map<LayerChunk, CompletableFuture<byte[]>> inFlight = new ConcurrentHashMap<>();
+  private final java.util.concurrent.Executor decoder;
 
+  /** A layer whose chunks are decompressed and verified on the reading thread. */
   public LazyLayer(LayerIndex index, BlobReader blob, long coalesceGap) {
+    this(index, blob, coalesceGap, Runnable::run);
+  }
+
+  /**
+   * @param decoder runs the decompression and verification of the chunks of one request; a pool lets a request of
+   *     many chunks use several cores (the read path is CPU-bound once bytes arrive)
+   */
+  public LazyLayer(LayerIndex index, BlobReader blob, long coalesceGap, java.util.concurrent.Executor decoder) {
     this.index = index;
     this.blob = blob;
     this.coalesceGap = coalesceGap;
+    this.decoder = decoder;
   }
 
   public LayerIndex index() {
@@ -132,11 +143,16 @@ public final class LazyLayer {
     }
     try {
       fetchOwned(owner, mine, futures);
+    } catch (RuntimeException | Error e) {
+      for (LayerChunk c : mine) {
+        futures.get(c).completeExceptionally(new IOException("chunk fetch abandoned", e));
+      }
+      throw e;
     } finally {
+      // Decoding may still run on the decoder: leave the single-flight slot when it is done, not before.
       for (LayerChunk c : mine) {
         CompletableFuture<byte[]> f = futures.get(c);
-        f.completeExceptionally(new IOException("chunk fetch abandoned"));
-        inFlight.remove(c, f);
+        f.whenComplete((v, e) -> inFlight.remove(c, f));
       }
     }
     Map<LayerChunk, byte[]> out = new LinkedHashMap<>();
@@ -178,10 +194,19 @@ public final class LazyLayer {
           f.completeExceptionally(failure);
           continue;
         }
+        byte[] fetched = bytes;
+        int at = (int) (c.stored().offset() - start);
+        Runnable work = () -> {
+          try {
+            f.complete(decode(owner, c, fetched, at));
+          } catch (IOException | RuntimeException e) {
+            f.completeExceptionally(e);
+          }
+        };
         try {
-          f.complete(decode(owner, c, bytes, (int) (c.stored().offset() - start)));
-        } catch (IOException | RuntimeException e) {
-          f.completeExceptionally(e);
+          decoder.execute(work);
+        } catch (java.util.concurrent.RejectedExecutionException busy) {
+          work.run();
         }
       }
       i = j;

@@ -146,6 +146,38 @@ class LazyLayerRoundTripTest {
 
   @ParameterizedTest
   @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void decodingOnAPool_returnsTheSameBytesAndStillRefusesCorruptChunks(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(10, 1_500_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    try {
+      LazyLayer lazy = new LazyLayer(index, layer.reader(), 0, pool);
+      java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+      lazy.copyTo(index.entry("usr/bin/big").orElseThrow(), out);
+      assertArrayEquals(tar.item("usr/bin/big").content(), out.toByteArray());
+      LayerEntry big = index.entry("usr/bin/big").orElseThrow();
+      byte[] corrupt = layer.blob.clone();
+      corrupt[(int) big.chunks().get(5).stored().offset() + 40] ^= 0x10;
+      LazyLayer bad = new LazyLayer(index, layer.reader(corrupt), 0, pool);
+      byte[] buf = new byte[(int) big.size()];
+      IOException e = org.junit.jupiter.api.Assertions.assertThrows(IOException.class, () -> bad.read(big, 0, buf, 0, buf.length));
+      assertFalse(e.getMessage().isEmpty());
+      // The failed chunk left its single-flight slot: a later read with good bytes succeeds.
+      assertArrayEquals(java.util.Arrays.copyOfRange(tar.item("usr/bin/big").content(), 0, 1000), readPrefix(lazy, big, 1000));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  private static byte[] readPrefix(LazyLayer lazy, LayerEntry e, int n) throws IOException {
+    byte[] b = new byte[n];
+    lazy.read(e, 0, b, 0, n);
+    return b;
+  }
+
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
   void concurrentReadsOfOneChunk_shareOneFetch(LayerFormat format) throws Exception {
     SampleTar tar = new SampleTar(5, 200_000);
     BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);

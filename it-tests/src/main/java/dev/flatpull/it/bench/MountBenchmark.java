@@ -69,10 +69,17 @@ public final class MountBenchmark {
       List<String> smallFiles = image.files.keySet().stream().filter(f -> !f.equals(BIG)).toList();
       System.out.printf(Locale.ROOT, "%nfile %s: %d bytes; %d other files; layer served by %s%n%n", BIG,
           image.files.get(BIG).length, smallFiles.size(), registry.address());
-      System.out.printf(Locale.ROOT, "%-16s %12s %14s %12s %12s %10s %12s %10s%n", "loop", "cold MB/s",
+      System.out.printf(Locale.ROOT, "%-16s %-8s %12s %14s %12s %12s %10s %12s %10s%n", "loop", "decode", "cold MB/s",
           "cold 8thr f/s", "warm MB/s", "local MB/s", "ratio", "warm IOPS", "ratio");
-      for (boolean single : new boolean[] {false, true}) {
-        run(single, esgz, work.resolve(single ? "single" : "multi"), local, smallFiles);
+      java.util.concurrent.ExecutorService pool =
+          Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors());
+      try {
+        for (boolean single : new boolean[] {false, true}) {
+          run(single, esgz, work.resolve(single ? "single" : "multi"), local, smallFiles, Runnable::run, "caller");
+          run(single, esgz, work.resolve(single ? "single-pool" : "multi-pool"), local, smallFiles, pool, "pool");
+        }
+      } finally {
+        pool.shutdownNow();
       }
       System.out.printf(Locale.ROOT, "%nprocess RSS after both runs: %d MiB%n", rssKib() / 1024);
     } finally {
@@ -80,7 +87,8 @@ public final class MountBenchmark {
     }
   }
 
-  private static void run(boolean single, String ref, Path dir, Path local, List<String> smallFiles) throws Exception {
+  private static void run(boolean single, String ref, Path dir, Path local, List<String> smallFiles,
+      java.util.concurrent.Executor decoder, String decoderName) throws Exception {
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
     ImageReference r = ImageReference.parse(ref);
     try (RegistryClients clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE,
@@ -88,7 +96,7 @@ public final class MountBenchmark {
       RegistryClient client = clients.client(r);
       Descriptor lower = client.resolve(r, Platform.current()).manifest().layers().get(0);
       LazyLayer layer = new LazyLayer(EstargzToc.read(lower, x -> client.readRange(lower.digest(), x), FetchLimits.DEFAULTS),
-          x -> client.readRange(lower.digest(), x), 64 * 1024);
+          x -> client.readRange(lower.digest(), x), 64 * 1024, decoder);
       PageCache cache = PageCache.open(dir.resolve("cache"),
           new CacheSettings(Optional.empty(), 256L << 20, 4L << 30, Duration.ofSeconds(10)));
       try (LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(layer.index()),
@@ -102,9 +110,9 @@ public final class MountBenchmark {
         double localWarm = best(() -> sequentialMBps(local));
         double iops = best(() -> randomIops(big));
         double localIops = best(() -> randomIops(local));
-        System.out.printf(Locale.ROOT, "%-16s %12.1f %14.1f %12.1f %12.1f %10.2f %12.0f %10.2f%n",
-            single ? "single (-s)" : "multi-threaded", cold, coldFiles, warm, localWarm, warm / localWarm, iops,
-            iops / localIops);
+        System.out.printf(Locale.ROOT, "%-16s %-8s %12.1f %14.1f %12.1f %12.1f %10.2f %12.0f %10.2f%n",
+            single ? "single (-s)" : "multi-threaded", decoderName, cold, coldFiles, warm, localWarm, warm / localWarm,
+            iops, iops / localIops);
       }
       cache.close();
     }

@@ -52,6 +52,13 @@ final class MountCommand implements Callable<Integer> {
   boolean noBackground;
 
   private final dev.flatpull.fuse.ReadActivity activity = new dev.flatpull.fuse.ReadActivity();
+  // Decompression and verification of the chunks of one request, on every core.
+  private final java.util.concurrent.ExecutorService decoders = java.util.concurrent.Executors.newFixedThreadPool(
+      Runtime.getRuntime().availableProcessors(), r -> {
+        Thread t = new Thread(r, "flatpull-decode");
+        t.setDaemon(true);
+        return t;
+      });
   private final List<dev.flatpull.fuse.LayerPrefetcher> prefetchers = new ArrayList<>();
   // Prefetching never blocks mounting: it runs here, one layer after another, while reads are served.
   private final java.util.concurrent.ExecutorService prefetch = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
@@ -78,7 +85,7 @@ final class MountCommand implements Callable<Integer> {
     try (RegistryClients clients = global.clients(config, FetchListener.NONE)) {
       RegistryClient client = clients.client(ref);
       List<Descriptor> descriptors = client.resolve(ref, global.platform()).manifest().layers();
-      LayerOpener opener = new LayerOpener(client, config, config.root().resolve("layers"));
+      LayerOpener opener = new LayerOpener(client, config, config.root().resolve("layers"), decoders);
       Path session = layersDir.resolve(Long.toString(ProcessHandle.current().pid()));
       Runtime.getRuntime().addShutdownHook(new Thread(() -> {
         prefetchers.forEach(dev.flatpull.fuse.LayerPrefetcher::stop);
