@@ -7,7 +7,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Base64;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
@@ -50,8 +49,7 @@ public final class RegistryCredentials {
       throw new ConfigException(name, "auths", "must be an object");
     }
     Map<String, RegistryCredential> out = new LinkedHashMap<>();
-    for (Iterator<Map.Entry<String, JsonNode>> it = auths.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : auths.properties()) {
       out.put(normaliseHost(e.getKey()), credential(name, "auths." + e.getKey(), e.getValue()));
     }
     return new RegistryCredentials(out);

@@ -1,5 +1,6 @@
 package dev.flatpull.it;
 
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.Deque;
@@ -23,16 +24,20 @@ public final class Cleanup implements AutoCloseable {
   }
 
   @Override
-  public void close() throws Exception {
-    Exception first = null;
+  public void close() throws IOException {
+    IOException first = null;
     while (!stack.isEmpty()) {
       try {
         stack.pop().close();
       } catch (Exception e) {
+        if (e instanceof InterruptedException) {
+          Thread.currentThread().interrupt();
+        }
+        IOException io = e instanceof IOException x ? x : new IOException("cleanup failed", e);
         if (first == null) {
-          first = e;
+          first = io;
         } else {
-          first.addSuppressed(e);
+          first.addSuppressed(io);
         }
       }
     }

@@ -67,13 +67,13 @@ public final class ContainerdServer implements AutoCloseable {
     return ctr(args).orThrow(cmd);
   }
 
-  private void close0() throws IOException, InterruptedException {
+  private void close0() throws IOException {
     Processes.stop(process);
     Processes.deleteTree(dir);
   }
 
   @Override
-  public void close() throws Exception {
+  public void close() throws IOException {
     close0();
   }
 }

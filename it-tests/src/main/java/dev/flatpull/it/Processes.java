@@ -81,13 +81,18 @@ public final class Processes {
   }
 
   /** Stops a server process: SIGTERM, then SIGKILL after a grace period. */
-  public static void stop(Process p) throws InterruptedException {
+  public static void stop(Process p) {
     if (p == null || !p.isAlive()) {
       return;
     }
     p.destroy();
-    if (!p.waitFor(10, TimeUnit.SECONDS)) {
-      p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    try {
+      if (!p.waitFor(10, TimeUnit.SECONDS)) {
+        p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+      }
+    } catch (InterruptedException e) {
+      p.destroyForcibly();
+      Thread.currentThread().interrupt();
     }
   }
 

@@ -81,7 +81,7 @@ public final class RegistryServer implements AutoCloseable {
   }
 
   @Override
-  public void close() throws Exception {
+  public void close() throws IOException {
     Processes.stop(process);
     Processes.deleteTree(dir);
   }

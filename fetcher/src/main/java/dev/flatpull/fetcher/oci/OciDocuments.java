@@ -8,7 +8,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.flatpull.core.Digest;
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -122,8 +121,7 @@ public final class OciDocuments {
       throw new ManifestFormatException("manifest " + doc + ": annotations is not an object");
     }
     Map<String, String> out = new LinkedHashMap<>();
-    for (Iterator<Map.Entry<String, JsonNode>> it = a.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : a.properties()) {
       if (!e.getValue().isTextual()) {
         throw new ManifestFormatException("manifest " + doc + ": annotation '" + e.getKey() + "' is not a string");
       }
