@@ -86,8 +86,18 @@ public final class LayerMount implements AutoCloseable {
     return mountPoint;
   }
 
+  /** Unmounts, and returns once the kernel no longer lists the mount (at most about ten seconds). */
   @Override
   public void close() {
     fs.umount();
+    try {
+      for (int i = 0; i < 200 && isMounted(mountPoint); i++) {
+        Thread.sleep(50);
+      }
+    } catch (IOException e) {
+      // /proc unreadable: nothing to wait on.
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

@@ -96,15 +96,35 @@ public final class Processes {
     }
   }
 
-  /** Deletes a directory tree, ignoring what is already gone. */
+  /** Deletes a directory tree, ignoring what is already gone (or vanishes meanwhile, as an unmounting tree does). */
   public static void deleteTree(Path dir) throws IOException {
     if (!Files.exists(dir)) {
       return;
     }
-    try (var walk = Files.walk(dir)) {
-      for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
-        Files.deleteIfExists(p);
+    Files.walkFileTree(dir, new java.nio.file.SimpleFileVisitor<>() {
+      @Override
+      public java.nio.file.FileVisitResult visitFile(Path file, java.nio.file.attribute.BasicFileAttributes attrs)
+          throws IOException {
+        Files.deleteIfExists(file);
+        return java.nio.file.FileVisitResult.CONTINUE;
       }
-    }
+
+      @Override
+      public java.nio.file.FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
+        if (e instanceof java.nio.file.NoSuchFileException) {
+          return java.nio.file.FileVisitResult.CONTINUE;
+        }
+        throw e;
+      }
+
+      @Override
+      public java.nio.file.FileVisitResult postVisitDirectory(Path d, IOException e) throws IOException {
+        if (e != null && !(e instanceof java.nio.file.NoSuchFileException)) {
+          throw e;
+        }
+        Files.deleteIfExists(d);
+        return java.nio.file.FileVisitResult.CONTINUE;
+      }
+    });
   }
 }
