@@ -1,5 +1,6 @@
 package dev.flatpull.fuse;
 
+import dev.flatpull.core.VerifiedContent;
 import dev.flatpull.fetcher.layer.LayerChunk;
 import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LazyLayer;
@@ -66,18 +67,17 @@ public final class LayerContentReader {
       }
     }
     if (!missing.isEmpty()) {
-      List<LayerChunk> ahead = readahead > 0
-          ? LazyLayer.covering(file, offset + n, Math.min(readahead, Math.max(0, file.size() - offset - n)))
-          : List.of();
-      List<LayerChunk> wanted = new ArrayList<>(missing);
-      for (LayerChunk c : ahead) {
-        if (!c.stored().isEmpty() && !chunks.contains(c) && cache.get(c.digest()).isEmpty()) {
-          wanted.add(c);
+      List<LayerChunk> ahead = new ArrayList<>();
+      if (readahead > 0) {
+        for (LayerChunk c : LazyLayer.covering(file, offset + n, Math.min(readahead, Math.max(0, file.size() - offset - n)))) {
+          if (!c.stored().isEmpty() && c.fileOffset() >= offset + n) {
+            ahead.add(c);
+          }
         }
       }
       activity.begin();
       try {
-        fetchMissing(file, wanted, data);
+        fetchMissing(file, missing, ahead, data);
       } finally {
         activity.end();
       }
@@ -91,7 +91,12 @@ public final class LayerContentReader {
     return n;
   }
 
-  private void fetchMissing(LayerEntry file, List<LayerChunk> missing, Map<LayerChunk, byte[]> data) throws IOException {
+  /**
+   * Fetches the missing chunks of a read, and those of {@code ahead} that no one has cached or is fetching, in one
+   * coalesced request. Readahead chunks are only reserved, never looked up or waited for: the read does not need them.
+   */
+  private void fetchMissing(LayerEntry file, List<LayerChunk> missing, List<LayerChunk> ahead, Map<LayerChunk, byte[]> data)
+      throws IOException {
     Map<LayerChunk, Reservation> mine = new LinkedHashMap<>();
     List<LayerChunk> others = new ArrayList<>();
     for (LayerChunk c : missing) {
@@ -102,8 +107,13 @@ public final class LayerContentReader {
         others.add(c);
       }
     }
+    for (LayerChunk c : ahead) {
+      if (!mine.containsKey(c)) {
+        cache.reserve(c.digest()).ifPresent(r -> mine.put(c, r));
+      }
+    }
     if (!mine.isEmpty()) {
-      Map<LayerChunk, byte[]> fetched;
+      Map<LayerChunk, VerifiedContent> fetched;
       try {
         fetched = layer.fetch(file, new ArrayList<>(mine.keySet()));
       } catch (IOException | RuntimeException e) {
@@ -111,9 +121,9 @@ public final class LayerContentReader {
         throw e;
       }
       for (Map.Entry<LayerChunk, Reservation> e : mine.entrySet()) {
-        byte[] b = fetched.get(e.getKey());
-        e.getValue().fill(b);
-        data.put(e.getKey(), b);
+        VerifiedContent content = fetched.get(e.getKey());
+        e.getValue().fill(content);
+        data.put(e.getKey(), content.bytes());
       }
     }
     for (LayerChunk c : others) {

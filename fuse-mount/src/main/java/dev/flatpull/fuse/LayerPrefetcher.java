@@ -1,5 +1,6 @@
 package dev.flatpull.fuse;
 
+import dev.flatpull.core.VerifiedContent;
 import dev.flatpull.fetcher.layer.EntryType;
 import dev.flatpull.fetcher.layer.LayerChunk;
 import dev.flatpull.fetcher.layer.LayerEntry;
@@ -111,7 +112,7 @@ public final class LayerPrefetcher implements Runnable {
         activity.awaitIdle();
       }
       List<LayerChunk> wanted = new ArrayList<>(reserved.keySet());
-      Map<LayerChunk, byte[]> got = layer.fetchChunks(wanted);
+      Map<LayerChunk, VerifiedContent> got = layer.fetchChunks(wanted);
       for (LayerChunk c : wanted) {
         reserved.remove(c).fill(got.get(c));
         chunks.increment();

@@ -5,6 +5,7 @@ import com.github.benmanes.caffeine.cache.Caffeine;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.VerifiedContent;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.nio.file.Path;
@@ -147,9 +148,15 @@ public final class PageCache implements AutoCloseable {
 
   private byte[] loadVerified(Digest digest, ContentLoader loader) throws IOException {
     loads.increment();
-    byte[] b = loader.load();
-    digest.verify("loaded content", b, 0, b.length);
-    return b;
+    return ofDigest(digest, loader.load(), "loaded content");
+  }
+
+  /** The bytes of {@code content}, which was verified when made, provided it is the content of {@code digest}. */
+  private static byte[] ofDigest(Digest digest, VerifiedContent content, String subject) throws DigestMismatchException {
+    if (!content.digest().equals(digest)) {
+      throw new DigestMismatchException(subject, digest, content.digest());
+    }
+    return content.bytes();
   }
 
   private byte[] await(CompletableFuture<byte[]> f, boolean reservation) throws IOException, TimeoutException {
@@ -168,9 +175,9 @@ public final class PageCache implements AutoCloseable {
 
   /** Verifies and stores content supplied from elsewhere (it must match {@code digest}), durably before returning. */
   public void put(Digest digest, byte[] content) throws IOException {
-    digest.verify("content put into the page cache", content, 0, content.length);
-    memory.put(digest, content);
-    disk.put(digest, content);
+    byte[] verified = VerifiedContent.check(digest, "content put into the page cache", content).bytes();
+    memory.put(digest, verified);
+    disk.put(digest, verified);
   }
 
   /** Makes verified content visible in memory now and durable on disk soon, off the caller's thread. */
@@ -228,9 +235,9 @@ public final class PageCache implements AutoCloseable {
     reserved.put(digest, Boolean.TRUE);
     return Optional.of(new Reservation() {
       @Override
-      public void fill(byte[] bytes) throws DigestMismatchException {
+      public void fill(VerifiedContent content) throws DigestMismatchException {
         try {
-          digest.verify("reserved content", bytes, 0, bytes.length);
+          byte[] bytes = ofDigest(digest, content, "reserved content");
           store(digest, bytes);
           f.complete(bytes);
         } catch (DigestMismatchException e) {

@@ -1,6 +1,7 @@
 package dev.flatpull.pagecache;
 
 import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.VerifiedContent;
 
 /**
  * A promise by a producer (the runtime-image stream) to supply one entry soon. Readers of the digest wait for it
@@ -8,8 +9,13 @@ import dev.flatpull.core.DigestMismatchException;
  * {@link #fill} or {@link #abandon}; readers of an abandoned reservation fetch the content themselves.
  */
 public interface Reservation {
-  /** Verifies {@code bytes} against the reserved digest, stores them and wakes the waiting readers. */
-  void fill(byte[] bytes) throws DigestMismatchException;
+  /**
+   * Stores verified content of the reserved digest and wakes the waiting readers. A producer with raw bytes makes the
+   * content with {@link VerifiedContent#check}.
+   *
+   * @throws DigestMismatchException when the content is of another digest; the reservation is then abandoned
+   */
+  void fill(VerifiedContent content) throws DigestMismatchException;
 
   /** Gives the entry up; waiting readers fall back to their own loader. */
   void abandon();

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.VerifiedContent;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -30,6 +31,11 @@ import org.junit.jupiter.api.io.TempDir;
 class PageCacheTest {
   @TempDir Path dir;
   private final Random random = new Random(42);
+
+  /** Content as a verifying producer hands it over. */
+  private static VerifiedContent v(byte[] b) {
+    return VerifiedContent.of(b);
+  }
 
   private byte[] bytes(int n) {
     byte[] b = new byte[n];
@@ -61,7 +67,7 @@ class PageCacheTest {
   void getOrLoad_writesBehind_butTheEntryIsOnDiskOnceWritesAreAwaited() throws IOException {
     byte[] b = bytes(20_000);
     PageCache cache = open();
-    assertArrayEquals(b, cache.getOrLoad(Digest.sha256(b), () -> b));
+    assertArrayEquals(b, cache.getOrLoad(Digest.sha256(b), () -> v(b)));
     cache.awaitWrites();
     assertEquals(1, cache.stats().diskEntries());
     assertArrayEquals(b, open().get(Digest.sha256(b)).orElseThrow(), "a restarted process finds it");
@@ -110,7 +116,7 @@ class PageCacheTest {
     assertEquals(Optional.empty(), restarted.get(Digest.sha256(b)));
     assertEquals(2, restarted.stats().corruptDiscarded());
     assertTrue(Files.notExists(fileA) && Files.notExists(fileB), "corrupt entries are deleted");
-    assertArrayEquals(a, restarted.getOrLoad(Digest.sha256(a), () -> a), "and can be stored again");
+    assertArrayEquals(a, restarted.getOrLoad(Digest.sha256(a), () -> v(a)), "and can be stored again");
   }
 
   @Test
@@ -161,7 +167,7 @@ class PageCacheTest {
           } catch (InterruptedException e) {
             throw new java.io.InterruptedIOException();
           }
-          return b;
+          return v(b);
         })));
       }
       Thread.sleep(200);
@@ -181,8 +187,8 @@ class PageCacheTest {
     byte[] shared = bytes(80_000);
     AtomicInteger fetches = new AtomicInteger();
     // Two layers, two images: the same chunk digest, so one fetch and one file.
-    cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return shared.clone(); });
-    cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return shared.clone(); });
+    cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return v(shared.clone()); });
+    cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return v(shared.clone()); });
     cache.awaitWrites();
     assertEquals(1, fetches.get());
     assertEquals(1, cache.stats().diskEntries());
@@ -194,10 +200,11 @@ class PageCacheTest {
     PageCache cache = open();
     byte[] good = bytes(1000);
     Digest d = Digest.sha256(good);
-    assertThrows(DigestMismatchException.class, () -> cache.getOrLoad(d, () -> bytes(1000)));
+    // Verified content, but of other bytes: the cache refuses it for this digest.
+    assertThrows(DigestMismatchException.class, () -> cache.getOrLoad(d, () -> v(bytes(1000))));
     cache.awaitWrites();
     assertEquals(0, cache.stats().diskEntries());
-    assertArrayEquals(good, cache.getOrLoad(d, () -> good));
+    assertArrayEquals(good, cache.getOrLoad(d, () -> v(good)));
   }
 
   @Test
@@ -210,10 +217,10 @@ class PageCacheTest {
     AtomicInteger loads = new AtomicInteger();
     ExecutorService pool = Executors.newSingleThreadExecutor();
     try {
-      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return b; }));
+      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return v(b); }));
       Thread.sleep(200);
       assertTrue(!reader.isDone(), "the reader waits for the producer");
-      r.fill(b);
+      r.fill(v(b));
       assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
     } finally {
       pool.shutdownNow();
@@ -231,9 +238,9 @@ class PageCacheTest {
     Reservation r = cache.reserve(d).orElseThrow();
     ExecutorService pool = Executors.newSingleThreadExecutor();
     try {
-      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> b));
+      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> v(b)));
       Thread.sleep(100);
-      assertThrows(DigestMismatchException.class, () -> r.fill(bytes(30_000)));
+      assertThrows(DigestMismatchException.class, () -> r.fill(v(bytes(30_000))));
       assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
     } finally {
       pool.shutdownNow();
@@ -241,7 +248,7 @@ class PageCacheTest {
     byte[] c = bytes(100);
     Reservation r2 = cache.reserve(Digest.sha256(c)).orElseThrow();
     r2.abandon();
-    assertArrayEquals(c, cache.getOrLoad(Digest.sha256(c), () -> c));
+    assertArrayEquals(c, cache.getOrLoad(Digest.sha256(c), () -> v(c)));
   }
 
   @Test
@@ -251,7 +258,7 @@ class PageCacheTest {
     Digest d = Digest.sha256(b);
     cache.reserve(d).orElseThrow();
     long start = System.nanoTime();
-    assertArrayEquals(b, cache.getOrLoad(d, () -> b));
+    assertArrayEquals(b, cache.getOrLoad(d, () -> v(b)));
     long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
     assertTrue(waited >= 150 && waited < 5000, "waited " + waited + " ms");
   }

@@ -3,6 +3,7 @@ package dev.flatpull.fetcher.layer;
 import com.github.luben.zstd.ZstdInputStream;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.core.VerifiedContent;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -30,7 +31,7 @@ public final class LazyLayer {
   private final LayerIndex index;
   private final BlobReader blob;
   private final long coalesceGap;
-  private final Map<LayerChunk, CompletableFuture<byte[]>> inFlight = new ConcurrentHashMap<>();
+  private final Map<LayerChunk, CompletableFuture<VerifiedContent>> inFlight = new ConcurrentHashMap<>();
   private final java.util.concurrent.Executor decoder;
 
   /** A layer whose chunks are decompressed and verified on the reading thread. */
@@ -70,9 +71,9 @@ public final class LazyLayer {
     }
     int n = (int) Math.min(length, file.size() - offset);
     List<LayerChunk> needed = covering(file, offset, n);
-    Map<LayerChunk, byte[]> data = fetch(file, needed);
+    Map<LayerChunk, VerifiedContent> data = fetch(file, needed);
     for (LayerChunk c : needed) {
-      byte[] bytes = data.get(c);
+      byte[] bytes = data.get(c).bytes();
       long from = Math.max(offset, c.fileOffset());
       long to = Math.min(offset + n, c.fileEnd());
       System.arraycopy(bytes, (int) (from - c.fileOffset()), dst, dstOffset + (int) (from - offset), (int) (to - from));
@@ -117,23 +118,24 @@ public final class LazyLayer {
 
   /**
    * Fetches and verifies the given chunks of {@code file}: stored ranges close together share one request, and a chunk
-   * another thread is already fetching is joined rather than fetched again. The map holds each chunk's content.
+   * another thread is already fetching is joined rather than fetched again. The map holds each chunk's content, as
+   * {@link VerifiedContent} so that a cache can take it without hashing it again.
    */
-  public Map<LayerChunk, byte[]> fetch(LayerEntry file, List<LayerChunk> needed) throws IOException {
+  public Map<LayerChunk, VerifiedContent> fetch(LayerEntry file, List<LayerChunk> needed) throws IOException {
     return fetch("'" + file.name() + "'", needed);
   }
 
   /** Like {@link #fetch(LayerEntry, List)} for chunks of any files of this layer, coalesced across files (prefetch). */
-  public Map<LayerChunk, byte[]> fetchChunks(List<LayerChunk> needed) throws IOException {
+  public Map<LayerChunk, VerifiedContent> fetchChunks(List<LayerChunk> needed) throws IOException {
     return fetch("a prefetched file", needed);
   }
 
-  private Map<LayerChunk, byte[]> fetch(String owner, List<LayerChunk> needed) throws IOException {
-    Map<LayerChunk, CompletableFuture<byte[]>> futures = new LinkedHashMap<>();
+  private Map<LayerChunk, VerifiedContent> fetch(String owner, List<LayerChunk> needed) throws IOException {
+    Map<LayerChunk, CompletableFuture<VerifiedContent>> futures = new LinkedHashMap<>();
     List<LayerChunk> mine = new ArrayList<>();
     for (LayerChunk c : needed) {
-      CompletableFuture<byte[]> f = new CompletableFuture<>();
-      CompletableFuture<byte[]> existing = inFlight.putIfAbsent(c, f);
+      CompletableFuture<VerifiedContent> f = new CompletableFuture<>();
+      CompletableFuture<VerifiedContent> existing = inFlight.putIfAbsent(c, f);
       if (existing == null) {
         mine.add(c);
         futures.put(c, f);
@@ -151,18 +153,18 @@ public final class LazyLayer {
     } finally {
       // Decoding may still run on the decoder: leave the single-flight slot when it is done, not before.
       for (LayerChunk c : mine) {
-        CompletableFuture<byte[]> f = futures.get(c);
+        CompletableFuture<VerifiedContent> f = futures.get(c);
         f.whenComplete((v, e) -> inFlight.remove(c, f));
       }
     }
-    Map<LayerChunk, byte[]> out = new LinkedHashMap<>();
-    for (Map.Entry<LayerChunk, CompletableFuture<byte[]>> e : futures.entrySet()) {
+    Map<LayerChunk, VerifiedContent> out = new LinkedHashMap<>();
+    for (Map.Entry<LayerChunk, CompletableFuture<VerifiedContent>> e : futures.entrySet()) {
       out.put(e.getKey(), join(e.getValue()));
     }
     return out;
   }
 
-  private void fetchOwned(String owner, List<LayerChunk> mine, Map<LayerChunk, CompletableFuture<byte[]>> futures) {
+  private void fetchOwned(String owner, List<LayerChunk> mine, Map<LayerChunk, CompletableFuture<VerifiedContent>> futures) {
     List<LayerChunk> sorted = new ArrayList<>(mine);
     sorted.sort(Comparator.comparingLong((LayerChunk c) -> c.stored().offset()));
     int i = 0;
@@ -189,7 +191,7 @@ public final class LazyLayer {
         }
       }
       for (LayerChunk c : group) {
-        CompletableFuture<byte[]> f = futures.get(c);
+        CompletableFuture<VerifiedContent> f = futures.get(c);
         if (failure != null) {
           f.completeExceptionally(failure);
           continue;
@@ -213,10 +215,11 @@ public final class LazyLayer {
     }
   }
 
-  private byte[] decode(String owner, LayerChunk c, byte[] buf, int off) throws IOException {
+  private VerifiedContent decode(String owner, LayerChunk c, byte[] buf, int off) throws IOException {
     String subject = "chunk at offset " + c.fileOffset() + " of " + owner + " in layer " + index.blob();
     if (c.stored().isEmpty()) {
-      return new byte[(int) c.size()];
+      // A hole: zeros the verified TOC defines, nothing fetched.
+      return VerifiedContent.of(new byte[(int) c.size()]);
     }
     int len = (int) c.stored().length();
     byte[] data;
@@ -231,8 +234,7 @@ public final class LazyLayer {
     if (data.length != c.size()) {
       throw new LayerFormatException(subject + " decompressed to " + data.length + " bytes, expected " + c.size());
     }
-    c.digest().verify(subject, data, 0, data.length);
-    return data;
+    return VerifiedContent.check(c.digest(), subject, data);
   }
 
   private InputStream open(byte[] buf, int off, int len) throws IOException {
@@ -244,7 +246,7 @@ public final class LazyLayer {
     };
   }
 
-  private static byte[] join(CompletableFuture<byte[]> f) throws IOException {
+  private static VerifiedContent join(CompletableFuture<VerifiedContent> f) throws IOException {
     try {
       return f.get();
     } catch (InterruptedException e) {
