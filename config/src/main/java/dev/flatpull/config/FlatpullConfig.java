@@ -1,5 +1,6 @@
 package dev.flatpull.config;
 
+import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
@@ -11,24 +12,26 @@ import java.util.Optional;
  *
  * @param root directory for flatpull's state (caches, temporary files)
  */
-public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits limits, CacheSettings cache) {
+public record FlatpullConfig(
+    Path root, RegistrySettings registry, FetchLimits limits, CacheSettings cache, SnapshotterSettings snapshotter) {
   public static final Path DEFAULT_ROOT = Path.of("/var/lib/flatpull");
-  public static final FlatpullConfig DEFAULTS =
-      new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS, FetchLimits.DEFAULTS, CacheSettings.DEFAULTS);
+  public static final FlatpullConfig DEFAULTS = new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS,
+      FetchLimits.DEFAULTS, CacheSettings.DEFAULTS, SnapshotterSettings.DEFAULTS);
 
   public FlatpullConfig {
     Objects.requireNonNull(root);
     Objects.requireNonNull(registry);
     Objects.requireNonNull(limits);
     Objects.requireNonNull(cache);
+    Objects.requireNonNull(snapshotter);
   }
 
   public FlatpullConfig withRegistry(RegistrySettings r) {
-    return new FlatpullConfig(root, r, limits, cache);
+    return new FlatpullConfig(root, r, limits, cache, snapshotter);
   }
 
   public FlatpullConfig withLimits(FetchLimits l) {
-    return new FlatpullConfig(root, registry, l, cache);
+    return new FlatpullConfig(root, registry, l, cache, snapshotter);
   }
 
   /**
@@ -51,8 +54,9 @@ public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits l
     RegistrySettings r = registry(top.table("registry"));
     FetchLimits l = limits(top.table("limits"));
     CacheSettings c = cache(top.table("cache"));
+    SnapshotterSettings s = snapshotter(top.table("snapshotter"));
     top.rejectUnknownKeys();
-    return new FlatpullConfig(root, r, l, c);
+    return new FlatpullConfig(root, r, l, c, s);
   }
 
   private static RegistrySettings registry(TomlTable t) throws ConfigException {
@@ -104,6 +108,35 @@ public record FlatpullConfig(Path root, RegistrySettings registry, FetchLimits l
             t.duration("reservation_wait", d.reservationWait()));
     t.rejectUnknownKeys();
     return c;
+  }
+
+  private static SnapshotterSettings snapshotter(TomlTable t) throws ConfigException {
+    SnapshotterSettings d = SnapshotterSettings.DEFAULTS;
+    String metrics = t.string("metrics_address", "");
+    SnapshotterSettings s = new SnapshotterSettings(
+        path(t, "socket", d.socket()),
+        path(t, "fuse_manager_socket", d.fuseManagerSocket()),
+        metrics.isEmpty() ? Optional.empty() : Optional.of(hostPort(t, "metrics_address", metrics)),
+        t.bool("prefetch", d.prefetch()),
+        t.bool("background_fetch", d.backgroundFetch()));
+    t.rejectUnknownKeys();
+    return s;
+  }
+
+  private static InetSocketAddress hostPort(TomlTable t, String key, String value) throws ConfigException {
+    int colon = value.lastIndexOf(':');
+    if (colon <= 0) {
+      throw t.invalid(key, "must be HOST:PORT, got '" + value + "'");
+    }
+    try {
+      int port = Integer.parseInt(value.substring(colon + 1));
+      if (port < 0 || port > 65535) {
+        throw t.invalid(key, "port must be within 0..65535, got " + port);
+      }
+      return InetSocketAddress.createUnresolved(value.substring(0, colon).replace("[", "").replace("]", ""), port);
+    } catch (NumberFormatException e) {
+      throw t.invalid(key, "must be HOST:PORT, got '" + value + "'");
+    }
   }
 
   private static Duration positive(TomlTable t, String key, Duration fallback) throws ConfigException {

@@ -46,6 +46,12 @@ class FlatpullConfigTest {
         memory_size = "64MiB"
         disk_size = "2GiB"
         reservation_wait = "5s"
+        [snapshotter]
+        socket = "/run/fp/fp.sock"
+        fuse_manager_socket = "/run/fp/fm.sock"
+        metrics_address = "127.0.0.1:9901"
+        prefetch = false
+        background_fetch = false
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -59,6 +65,20 @@ class FlatpullConfigTest {
     assertEquals(64L << 20, c.cache().memoryBytes());
     assertEquals(2L << 30, c.cache().diskBytes());
     assertEquals(Duration.ofSeconds(5), c.cache().reservationWait());
+    assertEquals(Path.of("/run/fp/fp.sock"), c.snapshotter().socket());
+    assertEquals(Path.of("/run/fp/fm.sock"), c.snapshotter().fuseManagerSocket());
+    assertEquals(9901, c.snapshotter().metricsAddress().orElseThrow().getPort());
+    assertEquals("127.0.0.1", c.snapshotter().metricsAddress().orElseThrow().getHostString());
+    assertEquals(false, c.snapshotter().prefetch());
+    assertEquals(false, c.snapshotter().backgroundFetch());
+  }
+
+  @Test
+  void parse_metricsAddressWithoutPort_isRefused() {
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f.toml", "[snapshotter]\nmetrics_address = \"localhost\"\n"));
+    assertEquals("snapshotter.metrics_address", e.key());
+    assertTrue(e.getMessage().contains("HOST:PORT"), e.getMessage());
   }
 
   @Test

@@ -161,6 +161,29 @@ public final class OciDocuments {
     }
   }
 
+  /** Serialises one descriptor as OCI JSON (media type, digest, size, annotations). */
+  public static String writeDescriptor(Descriptor d) {
+    try {
+      return JSON.writeValueAsString(descriptorJson(d));
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot serialise a descriptor", e);
+    }
+  }
+
+  /** Parses one descriptor written by {@link #writeDescriptor}, with the checks of a manifest's descriptors. */
+  public static Descriptor parseDescriptor(String json) throws IOException {
+    JsonNode n;
+    try {
+      n = JSON.readTree(json);
+    } catch (JsonProcessingException e) {
+      throw new ManifestFormatException("descriptor is not JSON: " + e.getOriginalMessage(), e);
+    }
+    if (n == null) {
+      throw new ManifestFormatException("descriptor is empty");
+    }
+    return descriptor(n, "descriptor", null);
+  }
+
   private static ObjectNode descriptorJson(Descriptor d) {
     ObjectNode n = JSON.createObjectNode();
     n.put("mediaType", d.mediaType());

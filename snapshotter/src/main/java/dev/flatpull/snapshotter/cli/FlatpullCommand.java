@@ -18,10 +18,12 @@ import picocli.CommandLine.Command;
 @Command(
     name = "flatpull",
     mixinStandardHelpOptions = true,
-    version = "flatpull 0.1.0",
+    version = "flatpull " + FlatpullCommand.VERSION,
     description = "Lazily pulled container images for containerd: inspect, read, convert and mount images.",
-    subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, CommandLine.HelpCommand.class})
+    subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, ServeCommand.class,
+        DoctorCommand.class, FuseManagerCommand.class, CommandLine.HelpCommand.class})
 public final class FlatpullCommand implements Runnable {
+  static final String VERSION = "0.1.0";
   /** Exit codes: stable, documented in docs/cli.md. */
   static final int USAGE = 2;
   static final int CONFIG = 3;
@@ -37,6 +39,8 @@ public final class FlatpullCommand implements Runnable {
   }
 
   public static void main(String[] args) {
+    // One line per record: daemons' logs are read with journalctl and grep.
+    System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tFT%1$tT.%1$tL %4$s %3$s: %5$s%6$s%n");
     System.exit(execute(args));
   }
 

@@ -25,6 +25,33 @@ final class GlobalOptions {
   String platform;
 
   FlatpullConfig load() throws ConfigException {
+    Path file = configFile();
+    FlatpullConfig c = file == null ? FlatpullConfig.DEFAULTS : FlatpullConfig.load(file);
+    if (plainHttp) {
+      c = c.withRegistry(c.registry().withPlainHttp(true));
+    }
+    return c;
+  }
+
+  /** These options as arguments, for a child process that must use the same configuration. */
+  java.util.List<String> asArguments() {
+    java.util.List<String> args = new java.util.ArrayList<>();
+    Path file = configFile();
+    if (file != null) {
+      args.add("--config");
+      args.add(file.toAbsolutePath().toString());
+    }
+    if (plainHttp) {
+      args.add("--plain-http");
+    }
+    if (platform != null) {
+      args.add("--platform");
+      args.add(platform);
+    }
+    return args;
+  }
+
+  private Path configFile() {
     Path file = config;
     if (file == null && System.getenv("FLATPULL_CONFIG") != null) {
       file = Path.of(System.getenv("FLATPULL_CONFIG"));
@@ -32,11 +59,7 @@ final class GlobalOptions {
     if (file == null && Files.isRegularFile(DEFAULT_CONFIG)) {
       file = DEFAULT_CONFIG;
     }
-    FlatpullConfig c = file == null ? FlatpullConfig.DEFAULTS : FlatpullConfig.load(file);
-    if (plainHttp) {
-      c = c.withRegistry(c.registry().withPlainHttp(true));
-    }
-    return c;
+    return file;
   }
 
   RegistryClients clients(FlatpullConfig c, FetchListener listener) throws ConfigException {

@@ -1,0 +1,30 @@
+package dev.flatpull.config;
+
+import java.net.InetSocketAddress;
+import java.nio.file.Path;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * The containerd snapshotter daemon ({@code flatpull serve}).
+ *
+ * @param socket the unix socket containerd's {@code proxy_plugins} entry points at
+ * @param fuseManagerSocket the unix socket of the FUSE manager, the process that serves lazily pulled layers and
+ *     outlives restarts of the daemon
+ * @param metricsAddress where Prometheus metrics are served over HTTP; empty for none
+ * @param prefetch whether a newly mounted layer fetches its prioritized (landmark) files at once
+ * @param backgroundFetch whether a mounted layer then fetches the rest of its content in the background, pausing while
+ *     reads wait
+ */
+public record SnapshotterSettings(
+    Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress, boolean prefetch,
+    boolean backgroundFetch) {
+  public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
+      Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(), true, true);
+
+  public SnapshotterSettings {
+    Objects.requireNonNull(socket);
+    Objects.requireNonNull(fuseManagerSocket);
+    Objects.requireNonNull(metricsAddress);
+  }
+}

@@ -1,0 +1,136 @@
+package dev.flatpull.snapshotter.daemon;
+
+import dev.flatpull.config.ConfigException;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StatusResponse;
+import dev.flatpull.snapshotter.grpc.SnapshotsServer;
+import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
+import dev.flatpull.snapshotter.overlay.SnapshotterMetrics;
+import dev.flatpull.snapshotter.remote.FuseManagerClient;
+import dev.flatpull.snapshotter.remote.RegistryRemoteLayers;
+import java.io.IOException;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Logger;
+
+/**
+ * {@code flatpull serve}: containerd's Snapshots API on a unix socket, over the overlay snapshotter, with remote
+ * layers served by the FUSE manager (started here when none runs). Stopping the daemon leaves the manager and its
+ * mounts alone, so containers keep running; the next start adopts them.
+ */
+public final class SnapshotterDaemon implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(SnapshotterDaemon.class.getName());
+
+  private final RegistryClients clients;
+  private final FuseManagerClient manager;
+  private final OverlaySnapshotter snapshotter;
+  private final SnapshotsServer server;
+  private final Optional<MetricsEndpoint> metricsEndpoint;
+  private final ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+    Thread t = new Thread(r, "flatpull-watchdog");
+    t.setDaemon(true);
+    return t;
+  });
+
+  private SnapshotterDaemon(RegistryClients clients, FuseManagerClient manager, OverlaySnapshotter snapshotter,
+      SnapshotsServer server, Optional<MetricsEndpoint> metricsEndpoint) {
+    this.clients = clients;
+    this.manager = manager;
+    this.snapshotter = snapshotter;
+    this.server = server;
+    this.metricsEndpoint = metricsEndpoint;
+  }
+
+  /**
+   * Starts the daemon.
+   *
+   * @param managerCommand runs a FUSE manager for the same configuration, when none answers yet
+   */
+  public static SnapshotterDaemon start(FlatpullConfig config, Platform platform, List<String> managerCommand)
+      throws IOException, ConfigException {
+    SnapshotterMetrics metrics = new SnapshotterMetrics();
+    RegistryClients clients = RegistryClients.create(config, FetchListener.NONE);
+    FuseManagerClient manager = new FuseManagerClient(config.snapshotter().fuseManagerSocket(), managerCommand,
+        config.root().resolve("fuse-manager.log"));
+    OverlaySnapshotter snapshotter = null;
+    try {
+      snapshotter = OverlaySnapshotter.open(config.root(), new RegistryRemoteLayers(clients, platform, manager),
+          OverlaySnapshotter.Removal.STAGED, metrics);
+      SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter);
+      Optional<MetricsEndpoint> endpoint = Optional.empty();
+      if (config.snapshotter().metricsAddress().isPresent()) {
+        endpoint = Optional.of(MetricsEndpoint.start(config.snapshotter().metricsAddress().get(),
+            b -> writeMetrics(b, metrics, manager)));
+      }
+      SnapshotterDaemon d = new SnapshotterDaemon(clients, manager, snapshotter, server, endpoint);
+      d.watchdog.scheduleWithFixedDelay(d::keepLayersServed, 10, 10, TimeUnit.SECONDS);
+      LOG.info("serving containerd's Snapshots API on " + config.snapshotter().socket());
+      return d;
+    } catch (IOException | RuntimeException e) {
+      if (snapshotter != null) {
+        snapshotter.close();
+      }
+      manager.close();
+      clients.close();
+      throw e;
+    }
+  }
+
+  /** After a crash of the FUSE manager: start another and mount the remote snapshots' layers again. */
+  private void keepLayersServed() {
+    try {
+      snapshotter.remountRemote();
+    } catch (IOException | RuntimeException e) {
+      LOG.warning("checking the FUSE manager failed: " + e.getMessage());
+    }
+  }
+
+  private static void writeMetrics(StringBuilder b, SnapshotterMetrics metrics, FuseManagerClient manager) {
+    metrics.writeTo(b);
+    try {
+      StatusResponse s = manager.status(2);
+      b.append("# HELP flatpull_registry_bytes_total Bytes received from registries by the FUSE manager.\n")
+          .append("# TYPE flatpull_registry_bytes_total counter\n")
+          .append("flatpull_registry_bytes_total ").append(s.getRegistryBytes()).append('\n')
+          .append("# TYPE flatpull_registry_requests_total counter\n")
+          .append("flatpull_registry_requests_total ").append(s.getRegistryRequests()).append('\n')
+          .append("# TYPE flatpull_page_cache_hits_total counter\n")
+          .append("flatpull_page_cache_hits_total ").append(s.getCacheHits()).append('\n')
+          .append("# TYPE flatpull_page_cache_misses_total counter\n")
+          .append("flatpull_page_cache_misses_total ").append(s.getCacheMisses()).append('\n')
+          .append("# TYPE flatpull_served_layers gauge\n")
+          .append("flatpull_served_layers ").append(s.getLayersCount()).append('\n')
+          .append("flatpull_fuse_manager_up 1\n");
+    } catch (IOException e) {
+      b.append("flatpull_fuse_manager_up 0\n");
+    }
+  }
+
+  public int metricsPort() {
+    return metricsEndpoint.map(MetricsEndpoint::port).orElse(-1);
+  }
+
+  /** Blocks until the gRPC server stops. */
+  public void awaitTermination() throws InterruptedException {
+    server.awaitTermination();
+  }
+
+  @Override
+  public void close() throws IOException {
+    watchdog.shutdownNow();
+    metricsEndpoint.ifPresent(MetricsEndpoint::close);
+    server.close();
+    try {
+      snapshotter.close();
+    } finally {
+      manager.close();
+      clients.close();
+    }
+  }
+}

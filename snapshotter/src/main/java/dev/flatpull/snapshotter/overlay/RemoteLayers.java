@@ -1,0 +1,48 @@
+package dev.flatpull.snapshotter.overlay;
+
+import dev.flatpull.snapshotter.store.RemoteSource;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Set;
+
+/** Lazily served layers, as the snapshotter needs them; the daemon implements it with the FUSE manager. */
+public interface RemoteLayers {
+  /**
+   * What a Prepare's labels ask for: nothing remote (an ordinary pull), a layer that can be served lazily, or a layer
+   * that was asked for remotely but cannot be served lazily (then the snapshotter falls back and says why).
+   */
+  RemoteDecision decide(Map<String, String> labels);
+
+  /** Mounts the layer at {@code mountPoint}; returns once it serves reads. */
+  void mount(RemoteSource source, Path mountPoint) throws IOException;
+
+  /** Detaches the mount at {@code mountPoint}, even while files in it are open. */
+  void unmount(Path mountPoint) throws IOException;
+
+  /** The mount points currently served. */
+  Set<Path> served() throws IOException;
+
+  /** No remote layers at all: every Prepare is an ordinary one. */
+  RemoteLayers NONE = new RemoteLayers() {
+    @Override
+    public RemoteDecision decide(Map<String, String> labels) {
+      return RemoteDecision.notRequested();
+    }
+
+    @Override
+    public void mount(RemoteSource source, Path mountPoint) throws IOException {
+      throw new IOException("remote layers are not available");
+    }
+
+    @Override
+    public void unmount(Path mountPoint) throws IOException {
+      HostMounts.detach(mountPoint);
+    }
+
+    @Override
+    public Set<Path> served() {
+      return Set.of();
+    }
+  };
+}

@@ -1,0 +1,70 @@
+package dev.flatpull.snapshotter.remote;
+
+import dev.flatpull.snapshotter.api.fusemanager.v1.FuseManagerGrpc;
+import dev.flatpull.snapshotter.api.fusemanager.v1.MountLayerRequest;
+import dev.flatpull.snapshotter.api.fusemanager.v1.MountLayerResponse;
+import dev.flatpull.snapshotter.api.fusemanager.v1.MountedLayer;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StatusRequest;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StatusResponse;
+import dev.flatpull.snapshotter.api.fusemanager.v1.UnmountLayerRequest;
+import dev.flatpull.snapshotter.api.fusemanager.v1.UnmountLayerResponse;
+import dev.flatpull.pagecache.CacheStats;
+import io.grpc.Status;
+import io.grpc.stub.StreamObserver;
+import java.nio.file.Path;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/** The FUSE manager's gRPC face over a {@link LayerServer}. */
+public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBase {
+  private static final Logger LOG = Logger.getLogger(FuseManagerService.class.getName());
+  private final LayerServer server;
+  private final String version;
+
+  public FuseManagerService(LayerServer server, String version) {
+    this.server = server;
+    this.version = version;
+  }
+
+  @Override
+  public void mount(MountLayerRequest r, StreamObserver<MountLayerResponse> out) {
+    try {
+      LayerServer.Served s = server.mount(Path.of(r.getMountPoint()), r.getImageRef(), r.getLayerDescriptorJson());
+      out.onNext(MountLayerResponse.newBuilder().setEntries(s.entries()).setFormat(s.format()).build());
+      out.onCompleted();
+    } catch (Exception e) {
+      LOG.log(Level.WARNING, "mounting at " + r.getMountPoint() + " failed", e);
+      out.onError(Status.UNAVAILABLE.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    }
+  }
+
+  @Override
+  public void unmount(UnmountLayerRequest r, StreamObserver<UnmountLayerResponse> out) {
+    try {
+      server.unmount(Path.of(r.getMountPoint()));
+      out.onNext(UnmountLayerResponse.getDefaultInstance());
+      out.onCompleted();
+    } catch (Exception e) {
+      LOG.log(Level.WARNING, "unmounting " + r.getMountPoint() + " failed", e);
+      out.onError(Status.INTERNAL.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    }
+  }
+
+  @Override
+  public void status(StatusRequest r, StreamObserver<StatusResponse> out) {
+    CacheStats c = server.cacheStats();
+    StatusResponse.Builder b = StatusResponse.newBuilder()
+        .setPid(ProcessHandle.current().pid())
+        .setVersion(version)
+        .setRegistryRequests(server.fetched().totalRequests())
+        .setRegistryBytes(server.fetched().totalBytes())
+        .setCacheHits(c.memoryHits() + c.diskHits() + c.reservationHits())
+        .setCacheMisses(c.misses());
+    for (LayerServer.Served s : server.served()) {
+      b.addLayers(MountedLayer.newBuilder().setMountPoint(s.mountPoint().toString())
+          .setLayerDigest(s.layer().digest().toString()).setImageRef(s.imageRef()));
+    }
+    out.onNext(b.build());
+    out.onCompleted();
+  }
+}

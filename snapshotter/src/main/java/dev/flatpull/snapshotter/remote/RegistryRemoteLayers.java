@@ -1,0 +1,138 @@
+package dev.flatpull.snapshotter.remote;
+
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.OciDocument;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.snapshotter.api.fusemanager.v1.MountedLayer;
+import dev.flatpull.snapshotter.overlay.HostMounts;
+import dev.flatpull.snapshotter.overlay.RemoteDecision;
+import dev.flatpull.snapshotter.overlay.RemoteLayers;
+import dev.flatpull.snapshotter.store.RemoteSource;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.logging.Logger;
+
+/**
+ * Remote layers as the daemon sees them: which layer the labels name (looked up in the image's manifest, fetched once
+ * per image and pull), whether it can be served lazily, and the FUSE manager that serves it.
+ */
+public final class RegistryRemoteLayers implements RemoteLayers {
+  private static final Logger LOG = Logger.getLogger(RegistryRemoteLayers.class.getName());
+  private static final long MANIFEST_TTL_NANOS = java.util.concurrent.TimeUnit.MINUTES.toNanos(5);
+
+  private record CachedManifest(ImageManifest manifest, ImageReference pinned, long fetchedAt) {}
+
+  private final RegistryClients clients;
+  private final Platform platform;
+  private final FuseManagerClient manager;
+  // An unpack prepares every layer of one image in turn: its manifest is fetched once.
+  private final Map<String, CachedManifest> manifests = new ConcurrentHashMap<>();
+
+  public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager) {
+    this.clients = clients;
+    this.platform = platform;
+    this.manager = manager;
+  }
+
+  @Override
+  public RemoteDecision decide(Map<String, String> labels) {
+    RemoteLabels asked;
+    try {
+      Optional<RemoteLabels> parsed = RemoteLabels.parse(labels);
+      if (parsed.isEmpty()) {
+        return RemoteDecision.notRequested();
+      }
+      asked = parsed.get();
+    } catch (IllegalArgumentException e) {
+      return RemoteDecision.fallback("malformed_labels", "malformed remote labels: " + e.getMessage());
+    }
+    CachedManifest m;
+    try {
+      m = manifest(asked);
+    } catch (IOException e) {
+      return RemoteDecision.fallback("registry_unreachable",
+          "cannot read the manifest of " + asked.image() + ": " + e.getMessage());
+    }
+    Optional<Descriptor> layer = m.manifest().layers().stream().filter(d -> d.digest().equals(asked.layer())).findFirst();
+    if (layer.isEmpty()) {
+      return RemoteDecision.fallback("layer_not_in_manifest",
+          "manifest " + m.manifest().digest() + " of " + asked.image() + " has no layer " + asked.layer());
+    }
+    try {
+      if (LayerFormat.of(layer.get()) == LayerFormat.PLAIN) {
+        return RemoteDecision.fallback("plain_layer", "layer " + asked.layer() + " (" + layer.get().mediaType()
+            + ") has no verifiable table of contents (not eStargz or zstd:chunked)");
+      }
+    } catch (IOException e) {
+      return RemoteDecision.fallback("unsupported_media_type", e.getMessage());
+    }
+    return RemoteDecision.serve(new RemoteSource(m.pinned().toString(), OciDocuments.writeDescriptor(layer.get())));
+  }
+
+  private CachedManifest manifest(RemoteLabels asked) throws IOException {
+    String key = asked.image() + "|" + asked.manifest().map(Digest::toString).orElse("");
+    CachedManifest c = manifests.get(key);
+    if (c != null && System.nanoTime() - c.fetchedAt() < MANIFEST_TTL_NANOS
+        && c.manifest().layers().stream().anyMatch(d -> d.digest().equals(asked.layer()))) {
+      return c;
+    }
+    var client = clients.client(asked.image());
+    ImageManifest manifest;
+    if (asked.manifest().isPresent()) {
+      OciDocument doc = client.fetchManifest(asked.manifest().get().toString());
+      if (!(doc instanceof ImageManifest im)) {
+        throw new IOException("manifest " + asked.manifest().get() + " is an index, not an image manifest");
+      }
+      manifest = im;
+    } else {
+      manifest = client.resolve(asked.image(), platform).manifest();
+    }
+    // Pinned to the manifest's digest: a tag moved later must not change what a stored snapshot serves.
+    ImageReference pinned = asked.image().withDigest(manifest.digest());
+    CachedManifest fresh = new CachedManifest(manifest, pinned, System.nanoTime());
+    manifests.put(key, fresh);
+    return fresh;
+  }
+
+  @Override
+  public void mount(RemoteSource source, Path mountPoint) throws IOException {
+    manager.ensureRunning();
+    var r = manager.mount(mountPoint, source.imageRef(), source.descriptorJson());
+    LOG.fine(() -> "mounted " + r.getEntries() + " entries (" + r.getFormat() + ") at " + mountPoint);
+  }
+
+  @Override
+  public void unmount(Path mountPoint) throws IOException {
+    try {
+      manager.unmount(mountPoint);
+    } catch (IOException e) {
+      // The manager is gone or stuck: detach the mount ourselves so the directory can be removed.
+      LOG.warning("the FUSE manager did not unmount " + mountPoint + " (" + e.getMessage() + "); detaching it");
+      HostMounts.detach(mountPoint);
+    }
+  }
+
+  @Override
+  public Set<Path> served() throws IOException {
+    Set<Path> out = new HashSet<>();
+    for (MountedLayer l : manager.ensureRunning().getLayersList()) {
+      out.add(Path.of(l.getMountPoint()));
+    }
+    return out;
+  }
+
+  public FuseManagerClient manager() {
+    return manager;
+  }
+}
