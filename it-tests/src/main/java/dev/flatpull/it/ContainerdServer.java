@@ -23,6 +23,20 @@ public final class ContainerdServer implements AutoCloseable {
   }
 
   public static ContainerdServer start() throws IOException, InterruptedException {
+    return start("");
+  }
+
+  /** Starts containerd with flatpull's socket as proxy snapshotter plugin "flatpull". */
+  public static ContainerdServer withFlatpull(Path flatpullSocket) throws IOException, InterruptedException {
+    return start("""
+        [proxy_plugins]
+          [proxy_plugins.flatpull]
+            type = "snapshot"
+            address = "%s"
+        """.formatted(flatpullSocket));
+  }
+
+  private static ContainerdServer start(String extraToml) throws IOException, InterruptedException {
     Path containerd = Processes.require("containerd");
     Path ctr = Processes.require("ctr-remote");
     Path dir = Files.createTempDirectory("flatpull-containerd");
@@ -35,7 +49,8 @@ public final class ContainerdServer implements AutoCloseable {
         disabled_plugins = ["io.containerd.grpc.v1.cri"]
         [grpc]
           address = "%s"
-        """.formatted(dir.resolve("root"), dir.resolve("state"), socket));
+        %s
+        """.formatted(dir.resolve("root"), dir.resolve("state"), socket, extraToml));
     Process p = new ProcessBuilder(containerd.toString(), "--config", config.toString())
         .redirectErrorStream(true).redirectOutput(dir.resolve("containerd.log").toFile()).start();
     ContainerdServer server = new ContainerdServer(p, dir, socket, ctr);
@@ -65,6 +80,14 @@ public final class ContainerdServer implements AutoCloseable {
     List<String> cmd = new ArrayList<>(List.of("ctr-remote"));
     cmd.addAll(List.of(args));
     return ctr(args).orThrow(cmd);
+  }
+
+  public Path directory() {
+    return dir;
+  }
+
+  public String log() throws IOException {
+    return Files.readString(dir.resolve("containerd.log"));
   }
 
   private void close0() throws IOException {

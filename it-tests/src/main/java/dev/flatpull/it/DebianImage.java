@@ -21,7 +21,16 @@ public final class DebianImage {
 
   /** The minbase root file system, built on first use under the temporary directory. */
   public static Path rootfs() throws IOException, InterruptedException {
-    Path base = Path.of(System.getProperty("java.io.tmpdir"), "flatpull-it-debian-" + SUITE);
+    return rootfs("flatpull-it-debian-" + SUITE, List.of());
+  }
+
+  /** The minbase root file system with python3 (about 250 MB), built on first use under the temporary directory. */
+  public static Path pythonRootfs() throws IOException, InterruptedException {
+    return rootfs("flatpull-it-debian-" + SUITE + "-python3", List.of("--include=python3"));
+  }
+
+  private static Path rootfs(String name, List<String> options) throws IOException, InterruptedException {
+    Path base = Path.of(System.getProperty("java.io.tmpdir"), name);
     Path rootfs = base.resolve("rootfs");
     Path done = base.resolve("complete");
     if (Files.exists(done)) {
@@ -30,10 +39,32 @@ public final class DebianImage {
     Path debootstrap = Processes.require("debootstrap");
     Processes.deleteTree(base);
     Files.createDirectories(base);
-    Processes.run(List.of(debootstrap.toString(), "--variant=minbase", SUITE, rootfs.toString(),
-        "http://deb.debian.org/debian"), 900).orThrow(List.of("debootstrap"));
+    List<String> cmd = new java.util.ArrayList<>(List.of(debootstrap.toString(), "--variant=minbase"));
+    cmd.addAll(options);
+    cmd.addAll(List.of(SUITE, rootfs.toString(), "http://deb.debian.org/debian"));
+    Processes.run(cmd, 900).orThrow(List.of("debootstrap"));
     Files.createFile(done);
     return rootfs;
+  }
+
+  /**
+   * Pushes the python3 root file system as a one-layer image {@code REGISTRY/REPOSITORY:TAG} (gzip, not lazily
+   * readable; convert it to make it so).
+   */
+  public static ImageReference pushPython(String registry, String repository, String tag)
+      throws IOException, InterruptedException {
+    Processes.require("tar");
+    Path rootfs = pythonRootfs();
+    Path work = Files.createTempDirectory("flatpull-debian-layers");
+    try {
+      Path layer = work.resolve("layer.tar");
+      tar(rootfs, layer);
+      ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
+      ImagePusher.push(ref, List.of(new ImagePusher.Layer(Files.readAllBytes(layer), true)));
+      return ref;
+    } finally {
+      Processes.deleteTree(work);
+    }
   }
 
   /** Builds and pushes the image as {@code REGISTRY/REPOSITORY:TAG}. */

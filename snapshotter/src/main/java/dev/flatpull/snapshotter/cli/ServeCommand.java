@@ -2,6 +2,9 @@ package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.snapshotter.daemon.SnapshotterDaemon;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -21,7 +24,7 @@ final class ServeCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
-    SnapshotterDaemon daemon = SnapshotterDaemon.start(config, global.platform(), managerCommand());
+    SnapshotterDaemon daemon = SnapshotterDaemon.start(config, global.platform(), managerCommand(config));
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       try {
         daemon.close();
@@ -35,12 +38,28 @@ final class ServeCommand implements Callable<Integer> {
     return 0;
   }
 
-  /** This very program, as {@code flatpull fuse-manager} with the same configuration. */
-  private List<String> managerCommand() {
+  /**
+   * This very program, as {@code flatpull fuse-manager} with the same configuration. The manager outlives this daemon
+   * and loads classes lazily from its jar for as long as it runs, so it runs from a private copy: upgrading or
+   * rebuilding the installed jar in place must not pull classes out from under it.
+   */
+  private List<String> managerCommand(FlatpullConfig config) throws java.io.IOException {
+    String classpath = System.getProperty("java.class.path");
+    Path jar = Path.of(classpath);
+    if (!classpath.contains(":") && classpath.endsWith(".jar") && Files.isRegularFile(jar)) {
+      Path dir = Files.createDirectories(config.root().resolve("fuse-manager"));
+      Path copy = dir.resolve("flatpull-" + Files.size(jar) + "-" + Files.getLastModifiedTime(jar).toMillis() + ".jar");
+      if (!Files.exists(copy)) {
+        Path temp = Files.createTempFile(dir, "copy", ".tmp");
+        Files.copy(jar, temp, StandardCopyOption.REPLACE_EXISTING);
+        Files.move(temp, copy, StandardCopyOption.ATOMIC_MOVE);
+      }
+      classpath = copy.toString();
+    }
     List<String> cmd = new ArrayList<>();
     cmd.add(ProcessHandle.current().info().command().orElse(System.getProperty("java.home") + "/bin/java"));
     cmd.add("-cp");
-    cmd.add(System.getProperty("java.class.path"));
+    cmd.add(classpath);
     cmd.add(FlatpullCommand.class.getName());
     cmd.add("fuse-manager");
     cmd.addAll(global.asArguments());

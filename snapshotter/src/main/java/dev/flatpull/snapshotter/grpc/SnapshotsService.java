@@ -96,6 +96,7 @@ final class SnapshotsService extends SnapshotsGrpc.SnapshotsImplBase {
 
   @Override
   public void list(ListSnapshotsRequest r, StreamObserver<ListSnapshotsResponse> out) {
+    LOG.fine(() -> "list " + r.getFiltersList());
     List<Snapshot> all;
     try {
       all = snapshotter.list(ListFilter.parse(r.getFiltersList()));
@@ -139,6 +140,7 @@ final class SnapshotsService extends SnapshotsGrpc.SnapshotsImplBase {
   }
 
   private static <T> void answer(String what, StreamObserver<T> out, Call<T> call) {
+    LOG.fine(what);
     T result;
     try {
       result = call.run();
@@ -152,6 +154,7 @@ final class SnapshotsService extends SnapshotsGrpc.SnapshotsImplBase {
 
   static io.grpc.StatusRuntimeException status(String what, Exception e) {
     if (e instanceof SnapshotException se) {
+      LOG.fine(() -> what + ": " + se.code() + ": " + se.getMessage());
       Status s = switch (se.code()) {
         case NOT_FOUND -> Status.NOT_FOUND;
         case ALREADY_EXISTS -> Status.ALREADY_EXISTS;

@@ -80,7 +80,8 @@ public final class ListFilter {
       case "name":
         return s -> Optional.of(s.name());
       case "parent":
-        return Snapshot::parent;
+        // containerd asks for parent=="" to mean "no parent" (the unpacker does, to find a remote snapshot).
+        return s -> Optional.of(s.parent().orElse(""));
       case "kind":
         return s -> Optional.of(s.kind().name().toLowerCase(java.util.Locale.ROOT));
       default:

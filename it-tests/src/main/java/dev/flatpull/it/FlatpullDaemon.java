@@ -1,0 +1,160 @@
+package dev.flatpull.it;
+
+import dev.flatpull.snapshotter.grpc.SnapshotsProbe;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+
+/**
+ * A real {@code flatpull serve} in its own JVM (from the built jar), with its own root and sockets, and the FUSE
+ * manager it starts. One per test class; {@link #kill9} and {@link #start} restart the daemon alone.
+ */
+public final class FlatpullDaemon implements AutoCloseable {
+  private final Path dir;
+  private final Path config;
+  private final Path socket;
+  private final Path managerSocket;
+  private Process process;
+  private int starts;
+
+  private FlatpullDaemon(Path dir, Path config, Path socket, Path managerSocket) {
+    this.dir = dir;
+    this.config = config;
+    this.socket = socket;
+    this.managerSocket = managerSocket;
+  }
+
+  /**
+   * Writes a configuration (plain HTTP, background fetch off so fetched bytes show what was read) and starts the
+   * daemon; {@code extraToml} is appended to the {@code [snapshotter]} table.
+   */
+  public static FlatpullDaemon start(String extraToml) throws IOException, InterruptedException {
+    Processes.requireFuse();
+    Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "fp-");
+    Path socket = dir.resolve("flatpull.sock");
+    Path managerSocket = dir.resolve("fuse-manager.sock");
+    Path config = dir.resolve("flatpull.toml");
+    Files.writeString(config, """
+        root = "%s"
+        [registry]
+        plain_http = true
+        max_attempts = 2
+        initial_backoff = "50ms"
+        max_backoff = "200ms"
+        connect_timeout = "2s"
+        read_timeout = "10s"
+        [snapshotter]
+        socket = "%s"
+        fuse_manager_socket = "%s"
+        background_fetch = false
+        %s
+        """.formatted(dir.resolve("root"), socket, managerSocket, extraToml));
+    FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
+    d.start();
+    return d;
+  }
+
+  /** Starts (or restarts) the daemon and returns once it answers on its socket. */
+  public void start() throws IOException, InterruptedException {
+    Path log = dir.resolve("daemon-" + (++starts) + ".log");
+    process = new ProcessBuilder(List.of("java", "-jar", jar().toString(), "serve", "--config", config.toString()))
+        .redirectErrorStream(true).redirectOutput(log.toFile()).start();
+    Instant deadline = Instant.now().plus(Duration.ofSeconds(90));
+    while (Instant.now().isBefore(deadline)) {
+      if (!process.isAlive()) {
+        throw new IOException("flatpull serve exited " + process.exitValue() + ": " + Files.readString(log));
+      }
+      if (Files.exists(socket)) {
+        try {
+          SnapshotsProbe.count(socket);
+          return;
+        } catch (IOException notYet) {
+          // still starting
+        }
+      }
+      Thread.sleep(100);
+    }
+    throw new IOException("flatpull serve did not answer within 90 s: " + Files.readString(log));
+  }
+
+  /** SIGKILL: no shutdown hook runs, nothing is flushed or unmounted. */
+  public void kill9() throws InterruptedException {
+    process.destroyForcibly();
+    process.waitFor();
+  }
+
+  public boolean isAlive() {
+    return process != null && process.isAlive();
+  }
+
+  public Path socket() {
+    return socket;
+  }
+
+  public Path root() {
+    return dir.resolve("root");
+  }
+
+  public Path config() {
+    return config;
+  }
+
+  public String log() throws IOException {
+    StringBuilder b = new StringBuilder();
+    for (int i = 1; i <= starts; i++) {
+      b.append(Files.readString(dir.resolve("daemon-" + i + ".log")));
+    }
+    Path m = root().resolve("fuse-manager.log");
+    if (Files.exists(m)) {
+      b.append("--- fuse manager\n").append(Files.readString(m));
+    }
+    return b.toString();
+  }
+
+  /** The pid of the FUSE manager serving this daemon's layers, from the socket it listens on. */
+  public long managerPid() throws IOException, InterruptedException {
+    Processes.Result r = Processes.run(List.of("fuser", managerSocket.toString()), 10);
+    String out = r.stdout().trim();
+    if (out.isEmpty()) {
+      Processes.Result ps = Processes.run(List.of("pgrep", "-f", "fuse-manager --config " + config), 10);
+      out = ps.stdout().trim().split("\\s+")[0];
+    }
+    return out.isEmpty() ? -1 : Long.parseLong(out.split("\\s+")[0]);
+  }
+
+  /** Stops the daemon and the FUSE manager (which unmounts its layers), and deletes everything. */
+  @Override
+  public void close() throws IOException {
+    if (process != null) {
+      Processes.stop(process);
+    }
+    try {
+      Processes.Result ps = Processes.run(List.of("pkill", "-TERM", "-f", "fuse-manager --config " + config), 10);
+      for (int i = 0; i < 100 && Processes.run(List.of("pgrep", "-f", "fuse-manager --config " + config), 10)
+          .exitCode() == 0; i++) {
+        Thread.sleep(100);
+      }
+      Processes.run(List.of("pkill", "-KILL", "-f", "fuse-manager --config " + config), 10);
+      for (String line : Files.readAllLines(Path.of("/proc/self/mounts"))) {
+        String target = line.split(" ")[1];
+        if (target.startsWith(dir.toString())) {
+          Processes.run(List.of("umount", "-l", target), 10);
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    Processes.deleteTree(dir);
+  }
+
+  static Path jar() throws IOException {
+    Path root = Path.of(System.getProperty("flatpull.root", "..")).toAbsolutePath().normalize();
+    try (var s = Files.list(root.resolve("snapshotter/target"))) {
+      return s.filter(p -> p.getFileName().toString().matches("flatpull-snapshotter-.*-all\\.jar")).findFirst()
+          .orElseThrow(() -> new IOException("no built jar under snapshotter/target; run mvn package"));
+    }
+  }
+}

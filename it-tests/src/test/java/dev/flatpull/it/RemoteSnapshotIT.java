@@ -1,0 +1,158 @@
+package dev.flatpull.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.snapshotter.grpc.SnapshotsProbe;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * containerd pulls a real Debian + python3 image remotely through flatpull (ctr-remote rpull), then runs containers
+ * on it with runc: the layers are FUSE mounts served lazily, and only what the containers read is fetched.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class RemoteSnapshotIT {
+  private static final Cleanup cleanup = new Cleanup();
+  private static RegistryServer registry;
+  private static FlatpullDaemon flatpull;
+  private static ContainerdServer containerd;
+  private static String image;
+  private static long imageBytes;
+  private static int metricsPort;
+
+  @BeforeAll
+  static void start() throws Exception {
+    Processes.require("runc");
+    registry = cleanup.add(RegistryServer.start());
+    ImageReference plain = DebianImage.pushPython(registry.address(), "it/python", "plain");
+    image = registry.address() + "/it/python:esgz";
+    Cli.Run convert = Cli.inProcess("convert", "--plain-http", plain.toString(), image);
+    assertEquals(0, convert.exitCode(), convert.stderr());
+    Cli.Run inspect = Cli.inProcess("inspect", "--plain-http", "--json", image);
+    imageBytes = new com.fasterxml.jackson.databind.ObjectMapper().readTree(inspect.out()).path("layers")
+        .findValues("compressedSize").stream().mapToLong(n -> n.asLong()).sum();
+    metricsPort = freePort();
+    flatpull = cleanup.add(FlatpullDaemon.start("metrics_address = \"127.0.0.1:" + metricsPort + "\""));
+    containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    cleanup.close();
+  }
+
+  @Test
+  @Order(1)
+  void rpull_servesTheLayerLazily_andRunsPython() throws Exception {
+    containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
+    String snapshots = containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "ls").stdout();
+    assertTrue(snapshots.contains("Committed"), snapshots);
+    assertEquals(1.0, metric("flatpull_remote_snapshots_total"), flatpull.log());
+    long afterPull = (long) metric("flatpull_registry_bytes_total");
+
+    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "py1",
+        "/usr/bin/python3", "-c", "import json, http.server; print(json.dumps({'ok': 40 + 2}))");
+    assertEquals("{\"ok\": 42}", run.stdout().trim());
+    long fetched = (long) metric("flatpull_registry_bytes_total");
+    System.out.printf("image %d bytes compressed; fetched %d bytes at pull, %d after the one-liner (%.1f%%)%n",
+        imageBytes, afterPull, fetched, 100.0 * fetched / imageBytes);
+    assertTrue(fetched < imageBytes / 4, "fetched " + fetched + " of " + imageBytes);
+    assertTrue(fetched > 0);
+  }
+
+  @Test
+  @Order(2)
+  void anHttpServerInTheImageAnswers() throws Exception {
+    int port = freePort();
+    containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", "flatpull", image, "web",
+        "/usr/bin/python3", "-m", "http.server", Integer.toString(port), "--bind", "127.0.0.1", "--directory", "/etc");
+    try {
+      HttpClient http = HttpClient.newHttpClient();
+      HttpResponse<String> r = null;
+      for (int i = 0; i < 300; i++) {
+        try {
+          r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/debian_version"))
+              .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.ofString());
+          break;
+        } catch (IOException notYet) {
+          Thread.sleep(100);
+        }
+      }
+      assertTrue(r != null, "the server never answered");
+      assertEquals(200, r.statusCode());
+      assertTrue(r.body().startsWith("12"), r.body());
+    } finally {
+      containerd.ctr("task", "kill", "-s", "SIGKILL", "web");
+      for (int i = 0; i < 50 && containerd.ctr("task", "delete", "web").exitCode() != 0; i++) {
+        Thread.sleep(100);
+      }
+      containerd.ctr("container", "delete", "web");
+    }
+  }
+
+  @Test
+  @Order(3)
+  void ctrSnapshotsPrepareAndRemove() throws Exception {
+    String parent = containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "ls").stdout().lines()
+        .filter(l -> l.contains("Committed")).map(l -> l.split("\\s+")[0]).findFirst().orElseThrow();
+    containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "prepare", "scratch", parent);
+    String mounts = containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "mounts", "/mnt", "scratch").stdout();
+    assertTrue(mounts.contains("overlay") || mounts.contains("bind"), mounts);
+    containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "rm", "scratch");
+    assertFalse(containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "ls").stdout().contains("scratch"));
+    Processes.Result removeParent = containerd.ctr("snapshots", "--snapshotter", "flatpull", "rm", parent);
+    // The image still references it: containerd itself refuses or flatpull does; either way it stays.
+    assertTrue(containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "ls").stdout().contains(parent)
+        || removeParent.exitCode() != 0);
+  }
+
+  @Test
+  @Order(4)
+  void imageRemoval_andGarbageCollection_removeTheSnapshotsAndMounts() throws Exception {
+    containerd.ctrOk("image", "rm", "--sync", image);
+    long left = -1;
+    for (int i = 0; i < 100; i++) {
+      left = SnapshotsProbe.count(flatpull.socket());
+      if (left == 0) {
+        break;
+      }
+      Thread.sleep(100);
+    }
+    assertEquals(0, left, "snapshots left in flatpull after image rm and GC");
+    List<String> mounts = Files.readAllLines(Path.of("/proc/self/mounts")).stream()
+        .filter(l -> l.contains(flatpull.root().toString())).toList();
+    assertEquals(List.of(), mounts);
+    try (var s = Files.list(flatpull.root().resolve("remote"))) {
+      assertEquals(0, s.count());
+    }
+  }
+
+  private static double metric(String name) throws IOException, InterruptedException {
+    String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + metricsPort + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    return body.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
+        .findFirst().orElseThrow(() -> new AssertionError(name + " not in\n" + body));
+  }
+
+  static int freePort() throws IOException {
+    try (var s = new java.net.ServerSocket(0)) {
+      return s.getLocalPort();
+    }
+  }
+}
