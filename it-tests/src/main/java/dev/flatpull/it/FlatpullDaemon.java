@@ -59,8 +59,16 @@ public final class FlatpullDaemon implements AutoCloseable {
 
   /** Starts (or restarts) the daemon and returns once it answers on its socket. */
   public void start() throws IOException, InterruptedException {
+    start(List.of());
+  }
+
+  /** Like {@link #start()}, with extra JVM options (such as {@code -Dflatpull.crashpoint=NAME}) for this run. */
+  public void start(List<String> jvmOptions) throws IOException, InterruptedException {
     Path log = dir.resolve("daemon-" + (++starts) + ".log");
-    process = new ProcessBuilder(List.of("java", "-jar", jar().toString(), "serve", "--config", config.toString()))
+    List<String> cmd = new java.util.ArrayList<>(List.of("java"));
+    cmd.addAll(jvmOptions);
+    cmd.addAll(List.of("-jar", jar().toString(), "serve", "--config", config.toString()));
+    process = new ProcessBuilder(cmd)
         .redirectErrorStream(true).redirectOutput(log.toFile()).start();
     Instant deadline = Instant.now().plus(Duration.ofSeconds(90));
     while (Instant.now().isBefore(deadline)) {
@@ -84,6 +92,14 @@ public final class FlatpullDaemon implements AutoCloseable {
   public void kill9() throws InterruptedException {
     process.destroyForcibly();
     process.waitFor();
+  }
+
+  /** Waits for the daemon to exit by itself (as at a crash point) and returns its exit status. */
+  public int awaitExit() throws InterruptedException {
+    if (!process.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)) {
+      throw new IllegalStateException("flatpull serve did not exit");
+    }
+    return process.exitValue();
   }
 
   public boolean isAlive() {

@@ -216,12 +216,14 @@ public final class OverlaySnapshotter implements AutoCloseable {
           if (kind == Kind.ACTIVE) {
             Files.createDirectories(temp.resolve("work"));
           }
+          CrashPoint.PREPARE_DIRECTORY_CREATED.reach();
           Snapshot s = tx.insert(key, p, kind, labels, Optional.empty(), Optional.empty());
           Path dir = snapshots.resolve(Long.toString(s.id()));
           // A directory of that number can only be an orphan of a rolled-back insert: not referenced, safe to drop.
           DirectoryTrees.delete(dir);
           Files.move(temp, dir, StandardCopyOption.ATOMIC_MOVE);
           placed[0] = dir;
+          CrashPoint.PREPARE_DIRECTORY_PLACED.reach();
           return mounts(s, tx.ancestors(s));
         });
       } catch (SnapshotException | IOException | RuntimeException e) {
@@ -263,6 +265,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
         throw SnapshotException.alreadyExists("snapshot " + quote(name) + " already exists");
       }
       long[] usage = DirectoryTrees.usage(fsOf(s));
+      CrashPoint.COMMIT_MEASURED.reach();
       return tx.commit(s, name, labels, usage[0], usage[1]);
     }));
   }
@@ -282,11 +285,13 @@ public final class OverlaySnapshotter implements AutoCloseable {
         return found;
       });
       metrics.removal();
+      CrashPoint.REMOVE_METADATA_COMMITTED.reach();
       Path dir = s.remoteMount().orElse(snapshots.resolve(Long.toString(s.id())));
       if (s.isRemote() && HostMounts.isMountPoint(dir)) {
         remote.unmount(dir);
       }
       Optional<Path> moved = staging.stage(dir);
+      CrashPoint.REMOVE_STAGED.reach();
       if (removal == Removal.IN_LOCK && moved.isPresent()) {
         deleteNow(moved.get());
         return Optional.<Path>empty();
