@@ -124,6 +124,46 @@ class RemoteSnapshotIT {
 
   @Test
   @Order(4)
+  void aRunningContainer_keepsReading_acrossADaemonKill() throws Exception {
+    containerd.ctrOk("run", "-d", "--snapshotter", "flatpull", image, "survivor", "/bin/sleep", "600");
+    try {
+      long managerBefore = flatpull.managerPid();
+      flatpull.kill9();
+      // Reads while the daemon is dead, of files nothing has read yet: served by the FUSE manager, which lives on.
+      Processes.Result during = containerd.ctrOk("task", "exec", "--exec-id", "during", "survivor",
+          "/usr/bin/python3", "-c", "import xml.dom.minidom, email.mime.text; print('read while down')");
+      assertEquals("read while down", during.stdout().trim());
+      flatpull.start();
+      assertEquals(managerBefore, flatpull.managerPid(), "the restarted daemon must adopt the running FUSE manager");
+      Processes.Result after = containerd.ctrOk("task", "exec", "--exec-id", "after", "survivor",
+          "/usr/bin/sha256sum", "/usr/share/common-licenses/GPL-3");
+      assertTrue(after.stdout().contains("/usr/share/common-licenses/GPL-3"), after.stdout());
+      // A new container works after the restart too, once containerd has reconnected: its gRPC client redials with
+      // exponential back-off and fails calls as Unavailable meanwhile, which its callers (kubelet) retry.
+      long t0 = System.nanoTime();
+      Processes.Result fresh = null;
+      for (int i = 0; i < 120; i++) {
+        fresh = containerd.ctr("run", "--rm", "--snapshotter", "flatpull", image, "fresh",
+            "/usr/bin/python3", "-c", "import sqlite3; print(sqlite3.sqlite_version)");
+        if (fresh.exitCode() == 0 || !fresh.stderr().contains("unavailable")) {
+          break;
+        }
+        Thread.sleep(500);
+      }
+      System.out.printf("containerd reached the restarted daemon after %.1f s%n", (System.nanoTime() - t0) / 1e9);
+      assertEquals(0, fresh.exitCode(), fresh.stderr());
+      assertTrue(fresh.stdout().trim().startsWith("3."), fresh.stdout());
+    } finally {
+      containerd.ctr("task", "kill", "-s", "SIGKILL", "survivor");
+      for (int i = 0; i < 50 && containerd.ctr("task", "delete", "survivor").exitCode() != 0; i++) {
+        Thread.sleep(100);
+      }
+      containerd.ctr("container", "delete", "survivor");
+    }
+  }
+
+  @Test
+  @Order(5)
   void imageRemoval_andGarbageCollection_removeTheSnapshotsAndMounts() throws Exception {
     containerd.ctrOk("image", "rm", "--sync", image);
     long left = -1;
