@@ -83,4 +83,31 @@ class ArchitectureTest {
         .should().dependOnClassesThat().resideInAnyPackage("com.github.luben..")
         .check(classes);
   }
+
+  @Test
+  void grpc_livesOnlyInTheApiAdapters() {
+    noClasses().that().resideOutsideOfPackages("dev.flatpull.snapshotter.grpc..", "dev.flatpull.snapshotter.remote..",
+            "dev.flatpull.snapshotter.api..", "dev.flatpull.it..")
+        .should().dependOnClassesThat().resideInAnyPackage("io.grpc..", "com.google.protobuf..")
+        .check(classes);
+  }
+
+  @Test
+  void sql_livesOnlyInTheMetadataStore() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.snapshotter.store..")
+        .should().dependOnClassesThat().resideInAnyPackage("java.sql..", "org.sqlite..")
+        .check(classes);
+  }
+
+  @Test
+  void snapshotSemantics_doNotKnowHowTheyAreServed() {
+    noClasses().that().resideInAnyPackage("dev.flatpull.snapshotter.store..", "dev.flatpull.snapshotter.overlay..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter.grpc..",
+            "dev.flatpull.snapshotter.remote..", "dev.flatpull.snapshotter.daemon..", "dev.flatpull.snapshotter.cli..",
+            "dev.flatpull.fuse..", "dev.flatpull.fetcher..")
+        .check(classes);
+    noClasses().that().resideInAPackage("dev.flatpull.snapshotter.store..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter.overlay..")
+        .check(classes);
+  }
 }

@@ -1,10 +1,7 @@
 package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
-import dev.flatpull.snapshotter.grpc.UnixSockets;
-import dev.flatpull.snapshotter.remote.FuseManagerService;
-import dev.flatpull.snapshotter.remote.LayerServer;
-import io.grpc.Server;
+import dev.flatpull.snapshotter.remote.FuseManagerServer;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -20,13 +17,10 @@ final class FuseManagerCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
-    LayerServer layers = new LayerServer(config);
-    Server server = UnixSockets.serve(config.snapshotter().fuseManagerSocket(),
-        new FuseManagerService(layers, FlatpullCommand.VERSION));
+    FuseManagerServer server = FuseManagerServer.start(config, FlatpullCommand.VERSION);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      UnixSockets.stop(server);
       try {
-        layers.close();
+        server.close();
       } catch (Exception e) {
         System.err.println("flatpull fuse-manager: stopping: " + e.getMessage());
       }

@@ -97,7 +97,12 @@ public final class OverlaySnapshotter implements AutoCloseable {
       throws IOException {
     Files.createDirectories(root);
     FileChannel ch = FileChannel.open(root.resolve("lock"), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
-    FileLock rootLock = ch.tryLock();
+    FileLock rootLock;
+    try {
+      rootLock = ch.tryLock();
+    } catch (java.nio.channels.OverlappingFileLockException sameProcess) {
+      rootLock = null;
+    }
     if (rootLock == null) {
       ch.close();
       throw new IOException("another flatpull daemon is serving " + root);
