@@ -17,9 +17,11 @@ import java.util.Optional;
  * @param criSnapshotter the snapshotter CRI uses, when set
  * @param criDisableSnapshotAnnotations CRI's {@code disable_snapshot_annotations}; containerd 1.6's default is true,
  *     which keeps the image labels from a remote snapshotter, so that lazy pulling silently does not happen
+ * @param criDisabled whether the CRI plugin is in {@code disabled_plugins} (no Kubernetes on this containerd)
  */
 public record ContainerdConfig(
-    Map<String, String> proxySnapshotters, Optional<String> criSnapshotter, boolean criDisableSnapshotAnnotations) {
+    Map<String, String> proxySnapshotters, Optional<String> criSnapshotter, boolean criDisableSnapshotAnnotations,
+    boolean criDisabled) {
   private static final String CRI = "io.containerd.grpc.v1.cri";
 
   public static ContainerdConfig load(Path file) throws ConfigException {
@@ -46,6 +48,11 @@ public record ContainerdConfig(
     JsonNode disable = cri.path("disable_snapshot_annotations");
     // containerd 1.6 defaults to true when the key is absent.
     boolean disabled = disable.isMissingNode() || disable.asBoolean(true);
-    return new ContainerdConfig(proxies, snapshotter.isEmpty() ? Optional.empty() : Optional.of(snapshotter), disabled);
+    boolean criDisabled = false;
+    for (JsonNode d : root.path("disabled_plugins")) {
+      criDisabled |= d.asText().equals(CRI) || d.asText().equals("cri");
+    }
+    return new ContainerdConfig(proxies, snapshotter.isEmpty() ? Optional.empty() : Optional.of(snapshotter), disabled,
+        criDisabled);
   }
 }

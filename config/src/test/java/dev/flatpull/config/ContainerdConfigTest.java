@@ -42,6 +42,9 @@ class ContainerdConfigTest {
     Files.writeString(f, "version = 2\n");
     ContainerdConfig c = ContainerdConfig.load(f);
     assertTrue(c.criDisableSnapshotAnnotations());
+    assertFalse(c.criDisabled());
+    Files.writeString(f, "version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n");
+    assertTrue(ContainerdConfig.load(f).criDisabled());
     assertTrue(c.proxySnapshotters().isEmpty());
   }
 

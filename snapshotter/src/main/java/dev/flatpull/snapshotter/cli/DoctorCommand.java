@@ -70,7 +70,9 @@ final class DoctorCommand implements Callable<Integer> {
       return;
     }
     out.println("ok    containerd has proxy snapshotter \"" + name.get() + "\" at " + socket);
-    if (c.criSnapshotter().filter(name.get()::equals).isEmpty()) {
+    if (c.criDisabled()) {
+      out.println("ok    CRI is disabled: containers come from ctr / ctr-remote (rpull passes the image labels itself)");
+    } else if (c.criSnapshotter().filter(name.get()::equals).isEmpty()) {
       out.println("warn  CRI (Kubernetes) uses snapshotter \"" + c.criSnapshotter().orElse("overlayfs")
           + "\", not \"" + name.get() + "\": pods will not be pulled lazily (ctr-remote rpull still is)");
     } else if (c.criDisableSnapshotAnnotations()) {
