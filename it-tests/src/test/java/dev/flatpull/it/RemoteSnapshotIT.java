@@ -30,6 +30,8 @@ import org.junit.jupiter.api.TestMethodOrder;
 class RemoteSnapshotIT {
   private static final Cleanup cleanup = new Cleanup();
   private static RegistryServer registry;
+  private static String plainImage;
+  private static String layerDigest;
   private static FlatpullDaemon flatpull;
   private static ContainerdServer containerd;
   private static String image;
@@ -44,9 +46,11 @@ class RemoteSnapshotIT {
     image = registry.address() + "/it/python:esgz";
     Cli.Run convert = Cli.inProcess("convert", "--plain-http", plain.toString(), image);
     assertEquals(0, convert.exitCode(), convert.stderr());
+    plainImage = plain.toString();
     Cli.Run inspect = Cli.inProcess("inspect", "--plain-http", "--json", image);
-    imageBytes = new com.fasterxml.jackson.databind.ObjectMapper().readTree(inspect.out()).path("layers")
-        .findValues("compressedSize").stream().mapToLong(n -> n.asLong()).sum();
+    var layers = new com.fasterxml.jackson.databind.ObjectMapper().readTree(inspect.out()).path("layers");
+    imageBytes = layers.findValues("compressedSize").stream().mapToLong(n -> n.asLong()).sum();
+    layerDigest = layers.get(0).path("digest").asText();
     metricsPort = freePort();
     flatpull = cleanup.add(FlatpullDaemon.start("metrics_address = \"127.0.0.1:" + metricsPort + "\""));
     containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
@@ -164,6 +168,91 @@ class RemoteSnapshotIT {
 
   @Test
   @Order(5)
+  void aFullPull_andARemotePullOfAPlainImage_downloadTheLayer() throws Exception {
+    containerd.ctrOk("image", "pull", "--plain-http", "--snapshotter", "flatpull", plainImage);
+    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", plainImage, "full",
+        "/bin/cat", "/etc/debian_version");
+    assertTrue(run.stdout().startsWith("12"), run.stdout());
+    containerd.ctrOk("image", "rm", "--sync", plainImage);
+    double before = fallbacks("plain_layer");
+    containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", plainImage);
+    assertEquals(before + 1, fallbacks("plain_layer"), "a plain layer is downloaded, and the fallback counted");
+    assertTrue(flatpull.log().contains("is downloaded, not served lazily"), "the fallback is logged");
+    run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", plainImage, "full2", "/bin/cat",
+        "/etc/debian_version");
+    assertTrue(run.stdout().startsWith("12"), run.stdout());
+    containerd.ctrOk("image", "rm", "--sync", plainImage);
+  }
+
+  @Test
+  @Order(6)
+  void aRegistryThatFailsDuringTheRemotePrepare_fallsBack_andLeaksNothing() throws Exception {
+    // Manifests pass through to the real registry; every blob request is cut off, so mounting the layer fails.
+    com.sun.net.httpserver.HttpServer proxy = com.sun.net.httpserver.HttpServer.create(
+        new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    HttpClient upstream = HttpClient.newHttpClient();
+    proxy.createContext("/", exchange -> {
+      try (exchange) {
+        if (exchange.getRequestURI().getPath().contains("/blobs/")) {
+          return; // closed without a response
+        }
+        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://" + registry.address()
+            + exchange.getRequestURI())).method(exchange.getRequestMethod(), HttpRequest.BodyPublishers.noBody());
+        String accept = exchange.getRequestHeaders().getFirst("Accept");
+        if (accept != null) {
+          b.header("Accept", accept);
+        }
+        HttpResponse<byte[]> r = upstream.send(b.build(), HttpResponse.BodyHandlers.ofByteArray());
+        r.headers().firstValue("Content-Type").ifPresent(v -> exchange.getResponseHeaders().set("Content-Type", v));
+        r.headers().firstValue("Docker-Content-Digest")
+            .ifPresent(v -> exchange.getResponseHeaders().set("Docker-Content-Digest", v));
+        exchange.sendResponseHeaders(r.statusCode(), r.body().length == 0 ? -1 : r.body().length);
+        exchange.getResponseBody().write(r.body());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    proxy.start();
+    var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
+    try {
+      double before = fallbacks("mount_failed");
+      String ref = "127.0.0.1:" + proxy.getAddress().getPort() + "/it/python:esgz";
+      var api = dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc.newBlockingStub(channel);
+      var mounts = api.prepare(dev.flatpull.snapshotter.api.snapshots.v1.PrepareSnapshotRequest.newBuilder()
+          .setKey("default/9/extract-vanishing").putLabels("containerd.io/snapshot.ref", "default/9/vanishing-target")
+          .putLabels("containerd.io/snapshot/cri.image-ref", ref)
+          .putLabels("containerd.io/snapshot/cri.layer-digest", layerDigest).build()).getMountsList();
+      assertEquals("bind", mounts.get(0).getType(), "an ordinary snapshot, for containerd to download into");
+      assertEquals(before + 1, fallbacks("mount_failed"));
+      try (var s = Files.list(flatpull.root().resolve("remote"))) {
+        assertEquals(List.of(), s.filter(p -> !isServed(p)).toList(), "a failed mount left its mount point");
+      }
+      api.remove(dev.flatpull.snapshotter.api.snapshots.v1.RemoveSnapshotRequest.newBuilder()
+          .setKey("default/9/extract-vanishing").build());
+    } finally {
+      channel.shutdownNow();
+      proxy.stop(0);
+    }
+  }
+
+  private static boolean isServed(Path p) {
+    try {
+      return Files.readAllLines(Path.of("/proc/self/mounts")).stream().anyMatch(l -> l.contains(" " + p + " "));
+    } catch (IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
+  }
+
+  private static double fallbacks(String reason) throws IOException, InterruptedException {
+    String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + metricsPort + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    String prefix = "flatpull_remote_fallbacks_total{reason=\"" + reason + "\"} ";
+    return body.lines().filter(l -> l.startsWith(prefix)).mapToDouble(l -> Double.parseDouble(l.substring(prefix.length())))
+        .findFirst().orElse(0);
+  }
+
+  @Test
+  @Order(7)
   void imageRemoval_andGarbageCollection_removeTheSnapshotsAndMounts() throws Exception {
     containerd.ctrOk("image", "rm", "--sync", image);
     long left = -1;

@@ -68,6 +68,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
   private final FileChannel rootLockChannel;
   private final FileLock rootLock;
   private final ReentrantLock lock = new ReentrantLock(true);
+  // Remote layers mounted but not yet recorded (mounting happens outside the lock): not orphans.
+  private final Set<Path> mountingRemote = java.util.concurrent.ConcurrentHashMap.newKeySet();
   private final ExecutorService deleter = Executors.newSingleThreadExecutor(r -> {
     Thread t = new Thread(r, "flatpull-delete");
     t.setDaemon(true);
@@ -167,6 +169,16 @@ public final class OverlaySnapshotter implements AutoCloseable {
     }
     RemoteSource source = d.source().get();
     Path mountPoint = remoteDir.resolve(UUID.randomUUID().toString());
+    mountingRemote.add(mountPoint.toAbsolutePath().normalize());
+    try {
+      prepareRemoteAt(mountPoint, source, parent, target, labels);
+    } finally {
+      mountingRemote.remove(mountPoint.toAbsolutePath().normalize());
+    }
+  }
+
+  private void prepareRemoteAt(Path mountPoint, RemoteSource source, String parent, String target,
+      Map<String, String> labels) throws SnapshotException, IOException {
     try {
       Files.createDirectories(mountPoint);
       remote.mount(source, mountPoint);
@@ -451,7 +463,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
         }
         try (var entries = Files.list(remoteDir)) {
           for (Path p : entries.toList()) {
-            if (!mounts.contains(p.toAbsolutePath().normalize())) {
+            Path normalized = p.toAbsolutePath().normalize();
+            if (!mounts.contains(normalized) && !mountingRemote.contains(normalized)) {
               LOG.info("removing orphaned remote layer mount " + p);
               discardRemote(p);
             }
@@ -490,15 +503,23 @@ public final class OverlaySnapshotter implements AutoCloseable {
       if (s.remoteMount().isEmpty() || served.contains(s.remoteMount().get().toAbsolutePath().normalize())) {
         continue;
       }
-      Path m = s.remoteMount().get();
       try {
-        if (HostMounts.isMountPoint(m)) {
-          HostMounts.detach(m); // the mount of a dead server: every access fails with ENOTCONN
-        }
-        Files.createDirectories(m);
-        remote.mount(s.remote().orElseThrow(), m);
-        LOG.info("remounted remote snapshot " + quote(s.name()) + " at " + m);
-      } catch (IOException | RuntimeException e) {
+        // Under the lock, so that a Remove cannot slip in between and leave a mount for a deleted snapshot.
+        locked(() -> {
+          Optional<Snapshot> still = store.read(tx -> tx.find(s.name()));
+          if (still.isEmpty() || !still.get().remoteMount().equals(s.remoteMount())) {
+            return null;
+          }
+          Path m = s.remoteMount().get();
+          if (HostMounts.isMountPoint(m)) {
+            HostMounts.detach(m); // the mount of a dead server: every access fails with ENOTCONN
+          }
+          Files.createDirectories(m);
+          remote.mount(s.remote().orElseThrow(), m);
+          LOG.info("remounted remote snapshot " + quote(s.name()) + " at " + m);
+          return null;
+        });
+      } catch (SnapshotException | IOException | RuntimeException e) {
         failed++;
         LOG.warning("cannot remount remote snapshot " + quote(s.name()) + " yet: " + e.getMessage());
       }
