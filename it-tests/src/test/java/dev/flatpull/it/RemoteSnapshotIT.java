@@ -272,6 +272,37 @@ class RemoteSnapshotIT {
     }
   }
 
+  @Test
+  @Order(8)
+  void aDaemonKilledBetweenMountingALayerAndRecordingIt_leavesNoMountAfterRestart() throws Exception {
+    flatpull.kill9();
+    flatpull.start(List.of("-Dflatpull.crashpoint=REMOTE_MOUNTED"));
+    // Until containerd has redialled the daemon and the pull reaches the crash point.
+    for (int i = 0; i < 120 && flatpull.isAlive(); i++) {
+      Processes.Result pull = containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
+      assertTrue(pull.exitCode() != 0, "the pull cannot succeed: the daemon halts in the middle of it");
+      Thread.sleep(500);
+    }
+    assertEquals(137, flatpull.awaitExit());
+    assertEquals(1, Files.list(flatpull.root().resolve("remote")).count(), "the crash left a mounted layer");
+    flatpull.start();
+    try (var s = Files.list(flatpull.root().resolve("remote"))) {
+      assertEquals(0, s.count(), "the restart removes the unrecorded mount");
+    }
+    assertTrue(Files.readAllLines(Path.of("/proc/self/mounts")).stream()
+        .noneMatch(l -> l.contains(flatpull.root().toString())), "no mount of the crash is left");
+    for (int i = 0; i < 120; i++) { // until containerd has redialled the restarted daemon
+      if (containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image).exitCode() == 0) {
+        break;
+      }
+      Thread.sleep(500);
+    }
+    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "again",
+        "/usr/bin/python3", "-c", "print('again')");
+    assertEquals("again", run.stdout().trim());
+    containerd.ctrOk("image", "rm", "--sync", image);
+  }
+
   private static double metric(String name) throws IOException, InterruptedException {
     String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
         URI.create("http://127.0.0.1:" + metricsPort + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();

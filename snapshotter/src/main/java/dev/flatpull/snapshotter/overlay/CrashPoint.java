@@ -12,6 +12,8 @@ enum CrashPoint {
   PREPARE_DIRECTORY_PLACED,
   /** Commit: the usage is measured; the metadata transaction has not committed. */
   COMMIT_MEASURED,
+  /** Remote prepare: the layer is mounted by the FUSE manager; no metadata records it yet. */
+  REMOTE_MOUNTED,
   /** Remove: the metadata no longer lists the snapshot; its directory is still in place. */
   REMOVE_METADATA_COMMITTED,
   /** Remove: the directory is in the staging directory; its contents are not deleted. */

@@ -188,6 +188,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
       discardRemote(mountPoint);
       return;
     }
+    CrashPoint.REMOTE_MOUNTED.reach();
     Map<String, String> stored = new HashMap<>(labels);
     stored.put(REMOTE_LABEL, "remote snapshot");
     try {
