@@ -10,6 +10,9 @@ import java.util.List;
 
 /** A real containerd with its own root, state and socket, driven through {@code ctr-remote}. One per test class. */
 public final class ContainerdServer implements AutoCloseable {
+  /** The containerd namespace the tests work in. */
+  public static final String NAMESPACE = "flatpull-it";
+
   private final Process process;
   private final Path dir;
   private final Path socket;
@@ -70,7 +73,7 @@ public final class ContainerdServer implements AutoCloseable {
 
   /** Runs {@code ctr-remote -a SOCKET --namespace flatpull-it ARGS}. */
   public Processes.Result ctr(String... args) throws IOException, InterruptedException {
-    List<String> cmd = new ArrayList<>(List.of(ctr.toString(), "-a", socket.toString(), "--namespace", "flatpull-it"));
+    List<String> cmd = new ArrayList<>(List.of(ctr.toString(), "-a", socket.toString(), "--namespace", NAMESPACE));
     cmd.addAll(List.of(args));
     return Processes.run(cmd, 300);
   }
@@ -80,6 +83,10 @@ public final class ContainerdServer implements AutoCloseable {
     List<String> cmd = new ArrayList<>(List.of("ctr-remote"));
     cmd.addAll(List.of(args));
     return ctr(args).orThrow(cmd);
+  }
+
+  public Path socket() {
+    return socket;
   }
 
   public Path directory() {

@@ -1,5 +1,6 @@
 /**
- * Reserved for recording of the pages a service reads until its readiness probe passes. The module exists so that the dependency structure of docs/architecture.md holds from the
- * start; it has no code until its part of the read path is built.
+ * Traces of the pages a service reads from its image until it is ready: {@link dev.flatpull.trace.TraceRecorder}
+ * taps the read path, {@link dev.flatpull.trace.TraceFile} stores a {@link dev.flatpull.trace.Trace}, and
+ * {@code probe} decides when a service is ready.
  */
 package dev.flatpull.trace;

@@ -21,7 +21,7 @@ import picocli.CommandLine.Command;
     version = "flatpull " + FlatpullCommand.VERSION,
     description = "Lazily pulled container images for containerd: inspect, read, convert and mount images.",
     subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, ServeCommand.class,
-        DoctorCommand.class, FuseManagerCommand.class, CommandLine.HelpCommand.class})
+        DoctorCommand.class, RecordCommand.class, TraceCommand.class, FuseManagerCommand.class, CommandLine.HelpCommand.class})
 public final class FlatpullCommand implements Runnable {
   static final String VERSION = "0.1.0";
   /** Exit codes: stable, documented in docs/cli.md. */
@@ -31,6 +31,7 @@ public final class FlatpullCommand implements Runnable {
   static final int VERIFICATION = 5;
   static final int REGISTRY = 6;
   static final int FORMAT = 7;
+  static final int NOT_READY = 8;
   static final int FAILURE = 1;
 
   @Override
@@ -61,6 +62,8 @@ public final class FlatpullCommand implements Runnable {
         ex instanceof DigestMismatchException ? "verification failed: "
             : ex instanceof SizeLimitExceededException ? "limit exceeded: "
             : ex instanceof ConfigException ? "configuration error: "
+            : ex instanceof dev.flatpull.trace.probe.NotReadyException ? "not ready, no trace written: "
+            : ex instanceof dev.flatpull.trace.TraceFormatException ? "malformed trace: "
             : ex instanceof IllegalArgumentException ? "invalid argument: "
             : "";
     return kind + ex.getMessage();
@@ -78,6 +81,12 @@ public final class FlatpullCommand implements Runnable {
     }
     if (ex instanceof RegistryAuthenticationException || ex instanceof RegistryException) {
       return REGISTRY;
+    }
+    if (ex instanceof dev.flatpull.trace.probe.NotReadyException) {
+      return NOT_READY;
+    }
+    if (ex instanceof dev.flatpull.trace.TraceFormatException) {
+      return FORMAT;
     }
     if (ex instanceof LayerFormatException || ex instanceof ManifestFormatException
         || ex instanceof UnsupportedMediaTypeException || ex instanceof SizeLimitExceededException) {

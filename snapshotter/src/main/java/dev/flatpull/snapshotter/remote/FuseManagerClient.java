@@ -101,6 +101,26 @@ public final class FuseManagerClient implements AutoCloseable {
     }
   }
 
+  /** Starts recording reads of every served layer; returns the knobs that could not be narrowed. */
+  public List<String> startRecording() throws IOException {
+    try {
+      return stub(30).startRecording(
+          dev.flatpull.snapshotter.api.fusemanager.v1.StartRecordingRequest.getDefaultInstance()).getNotesList();
+    } catch (StatusRuntimeException e) {
+      throw failure("start recording", e);
+    }
+  }
+
+  /** Stops recording and returns the pages read per layer. */
+  public List<dev.flatpull.trace.LayerTrace> stopRecording() throws IOException {
+    try {
+      return dev.flatpull.trace.TraceFile.layersFromJson(stub(60).stopRecording(
+          dev.flatpull.snapshotter.api.fusemanager.v1.StopRecordingRequest.getDefaultInstance()).getLayersJson());
+    } catch (StatusRuntimeException e) {
+      throw failure("stop recording", e);
+    }
+  }
+
   private synchronized FuseManagerGrpc.FuseManagerBlockingStub stub(int timeoutSeconds) {
     if (channel == null) {
       channel = UnixSockets.connect(socket);

@@ -4,7 +4,12 @@ import dev.flatpull.snapshotter.api.fusemanager.v1.FuseManagerGrpc;
 import dev.flatpull.snapshotter.api.fusemanager.v1.MountLayerRequest;
 import dev.flatpull.snapshotter.api.fusemanager.v1.MountLayerResponse;
 import dev.flatpull.snapshotter.api.fusemanager.v1.MountedLayer;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StartRecordingRequest;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StartRecordingResponse;
 import dev.flatpull.snapshotter.api.fusemanager.v1.StatusRequest;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StopRecordingRequest;
+import dev.flatpull.snapshotter.api.fusemanager.v1.StopRecordingResponse;
+import dev.flatpull.trace.TraceFile;
 import dev.flatpull.snapshotter.api.fusemanager.v1.StatusResponse;
 import dev.flatpull.snapshotter.api.fusemanager.v1.UnmountLayerRequest;
 import dev.flatpull.snapshotter.api.fusemanager.v1.UnmountLayerResponse;
@@ -47,6 +52,23 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
     } catch (Exception e) {
       LOG.log(Level.WARNING, "unmounting " + r.getMountPoint() + " failed", e);
       out.onError(Status.INTERNAL.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    }
+  }
+
+  @Override
+  public void startRecording(StartRecordingRequest r, StreamObserver<StartRecordingResponse> out) {
+    out.onNext(StartRecordingResponse.newBuilder().addAllNotes(server.startRecording()).build());
+    out.onCompleted();
+  }
+
+  @Override
+  public void stopRecording(StopRecordingRequest r, StreamObserver<StopRecordingResponse> out) {
+    try {
+      out.onNext(StopRecordingResponse.newBuilder()
+          .setLayersJson(TraceFile.layersToJson(server.stopRecording())).build());
+      out.onCompleted();
+    } catch (IllegalStateException notRecording) {
+      out.onError(Status.FAILED_PRECONDITION.withDescription(notRecording.getMessage()).asRuntimeException());
     }
   }
 

@@ -18,6 +18,8 @@ import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.fuse.ReadActivity;
 import dev.flatpull.pagecache.CacheStats;
 import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.trace.LayerTrace;
+import dev.flatpull.trace.TraceRecorder;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
@@ -46,6 +48,8 @@ public final class LayerServer implements AutoCloseable {
   private final PageCache cache;
   private final ReadActivity activity = new ReadActivity();
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
+  private final TraceRecorder recorder = new TraceRecorder();
+  private final ReadaheadKnobs knobs = new ReadaheadKnobs();
   private final ExecutorService decoders = Executors.newFixedThreadPool(
       Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode"));
   // Prefetching never delays a mount: one layer after another, while reads are served.
@@ -73,7 +77,14 @@ public final class LayerServer implements AutoCloseable {
     LayerOpener opener = new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), decoders);
     LazyLayer lazy = opener.open(layer);
     LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity);
-    LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()), reader, FuseEvents.NONE), key);
+    TraceRecorder.ReadTap tap = recorder.tap(layer.digest().toString());
+    FuseEvents events = new FuseEvents() {
+      @Override
+      public void readServed(String path, long offset, int bytes) {
+        tap.read(path, offset, bytes);
+      }
+    };
+    LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()), reader, events), key);
     LayerPrefetcher p = null;
     if (settings.prefetch() || settings.backgroundFetch()) {
       p = new LayerPrefetcher(lazy, cache, activity, settings.prefetch() ? lazy.index().prioritized() : List.of(),
@@ -111,6 +122,27 @@ public final class LayerServer implements AutoCloseable {
     }
     s.mount().close();
     LOG.info("unmounted " + key);
+  }
+
+  /**
+   * Starts recording the reads of every served layer, and narrows the kernel's readahead on their mounts.
+   *
+   * @return what could not be narrowed
+   */
+  public List<String> startRecording() {
+    List<String> notes = knobs.narrow(served.keySet().stream().sorted().toList());
+    recorder.start();
+    LOG.info("recording reads of " + served.size() + " layers");
+    return notes;
+  }
+
+  /** Stops recording, restores readahead, and returns the pages read per layer digest. */
+  public List<LayerTrace> stopRecording() {
+    try {
+      return List.copyOf(recorder.stop().values());
+    } finally {
+      knobs.restore();
+    }
   }
 
   public List<Served> served() {
