@@ -1,7 +1,6 @@
 package dev.flatpull.trace;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
@@ -16,28 +15,54 @@ import java.util.concurrent.atomic.AtomicLong;
  * Normalising to pages, deduplication and ordering happen when the recording stops.
  */
 public final class TraceRecorder {
-  /** One read, as the read path saw it. */
+  /** One read, as the read path saw it; made only when the recording stops. */
   private record Read(String layer, String path, long offset, int length, long seq, long nanos) {}
 
-  /** Reads of one thread; one writer (its thread), read by {@link #stop} through the volatile size. */
+  /**
+   * Reads of one thread, in fixed-size blocks of parallel arrays: recording a read allocates nothing but, every
+   * {@value #BLOCK} reads, a new block (never a copy). One writer (its thread); {@link #stop} reads what the volatile
+   * size publishes.
+   */
   private static final class Buffer {
-    private Read[] items = new Read[256];
-    private volatile Read[] published = items;
-    private volatile int size;
+    private static final int BLOCK = 4096;
 
-    void add(Read r) {
-      int n = size;
-      if (n == items.length) {
-        items = Arrays.copyOf(items, n * 2);
-        published = items;
-      }
-      items[n] = r;
-      size = n + 1;
+    private static final class Block {
+      final String[] layers = new String[BLOCK];
+      final String[] paths = new String[BLOCK];
+      final long[] offsets = new long[BLOCK];
+      final int[] lengths = new int[BLOCK];
+      final long[] seqs = new long[BLOCK];
+      final long[] nanos = new long[BLOCK];
     }
 
-    List<Read> snapshot() {
+    private final List<Block> blocks = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private Block current;
+    private volatile int size;
+
+    void add(String layer, String path, long offset, int length, long seq, long time) {
       int n = size;
-      return Arrays.asList(published).subList(0, n);
+      int i = n % BLOCK;
+      if (i == 0) {
+        current = new Block();
+        blocks.add(current);
+      }
+      Block b = current;
+      b.layers[i] = layer;
+      b.paths[i] = path;
+      b.offsets[i] = offset;
+      b.lengths[i] = length;
+      b.seqs[i] = seq;
+      b.nanos[i] = time;
+      size = n + 1; // publishes the stores above
+    }
+
+    void drainTo(List<Read> out) {
+      int n = size;
+      for (int k = 0; k < n; k++) {
+        Block b = blocks.get(k / BLOCK);
+        int i = k % BLOCK;
+        out.add(new Read(b.layers[i], b.paths[i], b.offsets[i], b.lengths[i], b.seqs[i], b.nanos[i]));
+      }
     }
   }
 
@@ -65,7 +90,7 @@ public final class TraceRecorder {
     return (path, offset, length) -> {
       Session s = session;
       if (s != null && length > 0) {
-        s.local.get().add(new Read(layerDigest, path, offset, length, s.seq.getAndIncrement(), System.nanoTime()));
+        s.local.get().add(layerDigest, path, offset, length, s.seq.getAndIncrement(), System.nanoTime());
       }
     };
   }
@@ -92,7 +117,7 @@ public final class TraceRecorder {
     session = null;
     List<Read> reads = new ArrayList<>();
     for (Buffer b : s.buffers) {
-      reads.addAll(b.snapshot());
+      b.drainTo(reads);
     }
     reads.sort(Comparator.comparingLong(Read::seq));
     Map<String, PageOrder> byLayer = new TreeMap<>();

@@ -1,0 +1,147 @@
+package dev.flatpull.it.bench;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.fetcher.convert.ImageConverter;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.layer.LayerOpener;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.fuse.LayerContentReader;
+import dev.flatpull.it.RegistryServer;
+import dev.flatpull.it.TestImage;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.trace.TraceRecorder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.InstantSource;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.results.RunResult;
+import org.openjdk.jmh.runner.Runner;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
+import org.openjdk.jmh.runner.options.TimeValue;
+
+/**
+ * The cost of recording on the read path, as the FUSE manager runs it for every FUSE read: a 4 KiB read of a file of
+ * an eStargz layer through {@link LayerContentReader} from a warm page cache (the fastest read there is, so the
+ * recorder's share is the largest it can be), then the recorder's tap, with and without a recording in progress.
+ * {@code main} runs both and prints reads per second and their ratio.
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@Fork(value = 1, jvmArgsAppend = "-Xmx3g")
+public class RecordingOverheadBenchmark {
+  private static final String FILE = "usr/lib/jvm/lib/server/libjvm.so";
+  private static final String PATH = "/" + FILE;
+
+  @Param({"false", "true"})
+  public boolean recording;
+
+  private RegistryServer registry;
+  private RegistryClients clients;
+  private PageCache cache;
+  private LayerContentReader reader;
+  private LayerEntry file;
+  private final TraceRecorder recorder = new TraceRecorder();
+  private TraceRecorder.ReadTap tap;
+  private final byte[] buffer = new byte[4096];
+  private long next;
+  private Path work;
+
+  @Setup(Level.Trial)
+  public void start() throws Exception {
+    registry = RegistryServer.start();
+    TestImage image = TestImage.push(registry, "bench/sample", "plain");
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE, Sleeper.SYSTEM,
+        InstantSource.system());
+    ImageReference src = image.reference;
+    ImageReference dst = src.withTag("lazy");
+    work = Files.createTempDirectory("flatpull-bench");
+    ImageConverter.Result r = new ImageConverter(config.limits(), work, line -> {}).convert(clients.client(src), src,
+        clients.client(dst), dst, new ImageConverter.Options(LayerFormat.ESTARGZ, 1 << 20, List.of(), 6,
+            Platform.current()));
+    LazyLayer layer = new LayerOpener(clients.client(dst), config, work).open(r.layers().get(0));
+    file = layer.index().entry(FILE).orElseThrow();
+    cache = PageCache.open(work.resolve("cache"), new CacheSettings(Optional.empty(), 512L << 20, 1L << 30,
+        CacheSettings.DEFAULTS.reservationWait()));
+    reader = new LayerContentReader(layer, cache);
+    for (long off = 0; off < file.size(); off += buffer.length) { // warm the page cache
+      reader.read(file, off, buffer, buffer.length);
+    }
+    tap = recorder.tap(r.layers().get(0).digest().toString());
+  }
+
+  @Setup(Level.Iteration)
+  public void startRecording() {
+    if (recording) {
+      recorder.start();
+    }
+  }
+
+  @TearDown(Level.Iteration)
+  public void stopRecording() {
+    if (recording) {
+      recorder.stop();
+    }
+  }
+
+  @TearDown(Level.Trial)
+  public void stop() throws Exception {
+    cache.close();
+    clients.close();
+    registry.close();
+    try (var walk = Files.walk(work)) {
+      walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    }
+  }
+
+  /** One FUSE read as the manager serves it: content, then the recorder's tap. */
+  @Benchmark
+  public int read() throws Exception {
+    // Strided through the file so that reads land on different pages and chunks, as a start-up's do.
+    long offset = (next = (next + 7 * 4096 + 512) % (file.size() - buffer.length));
+    int n = reader.read(file, offset, buffer, buffer.length);
+    tap.read(PATH, offset, n);
+    return n;
+  }
+
+  public static void main(String[] args) throws Exception {
+    var options = new OptionsBuilder().include(RecordingOverheadBenchmark.class.getSimpleName())
+        .warmupIterations(3).warmupTime(TimeValue.seconds(1)).measurementIterations(5)
+        .measurementTime(TimeValue.seconds(1)).build();
+    double off = 0;
+    double on = 0;
+    for (RunResult r : new Runner(options).run()) {
+      double score = r.getPrimaryResult().getScore();
+      if (r.getParams().getParam("recording").equals("true")) {
+        on = score;
+      } else {
+        off = score;
+      }
+    }
+    System.out.printf(Locale.ROOT, "%nreads/s not recording %.0f, recording %.0f: recording runs at %.2f of the speed"
+        + " (%.0f ns more per read)%n", off, on, on / off, 1e9 / on - 1e9 / off);
+  }
+}
