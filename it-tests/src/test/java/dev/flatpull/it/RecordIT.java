@@ -75,6 +75,7 @@ class RecordIT {
     Path out = dir.resolve("python.fptrace");
     Cli.Run r = record(out, List.of("exit"), List.of("--runs", "2"), "/usr/bin/python3", "-c", "import json, http.server");
     assertEquals(0, r.exitCode(), r.stderr());
+    System.out.print(r.stderr()); // progress, and which kernel knobs could not be narrowed
     Trace t = TraceFile.read(out);
     Set<String> files = files(t);
     assertTrue(files.contains("/usr/bin/python3.11"), files.toString());
