@@ -19,49 +19,61 @@ public final class TraceRecorder {
   private record Read(String layer, String path, long offset, int length, long seq, long nanos) {}
 
   /**
-   * Reads of one thread, in fixed-size blocks of parallel arrays: recording a read allocates nothing but, every
-   * {@value #BLOCK} reads, a new block (never a copy). One writer (its thread); {@link #stop} reads what the volatile
-   * size publishes.
+   * Reads of one thread, in blocks of parallel arrays: recording a read allocates nothing but, now and then, a new
+   * block (never a copy). Blocks start small, since libfuse's multi-threaded loop reads on many short-lived threads,
+   * and double up to {@value #MAX_BLOCK} entries. One writer (its thread); {@link #stop} reads what the volatile size
+   * publishes.
    */
   private static final class Buffer {
-    private static final int BLOCK = 4096;
+    private static final int FIRST_BLOCK = 32;
+    private static final int MAX_BLOCK = 4096;
 
     private static final class Block {
-      final String[] layers = new String[BLOCK];
-      final String[] paths = new String[BLOCK];
-      final long[] offsets = new long[BLOCK];
-      final int[] lengths = new int[BLOCK];
-      final long[] seqs = new long[BLOCK];
-      final long[] nanos = new long[BLOCK];
+      final String[] layers;
+      final String[] paths;
+      final long[] offsets;
+      final int[] lengths;
+      final long[] seqs;
+      final long[] nanos;
+
+      Block(int capacity) {
+        layers = new String[capacity];
+        paths = new String[capacity];
+        offsets = new long[capacity];
+        lengths = new int[capacity];
+        seqs = new long[capacity];
+        nanos = new long[capacity];
+      }
     }
 
     private final List<Block> blocks = new java.util.concurrent.CopyOnWriteArrayList<>();
     private Block current;
+    private int used;
     private volatile int size;
 
     void add(String layer, String path, long offset, int length, long seq, long time) {
-      int n = size;
-      int i = n % BLOCK;
-      if (i == 0) {
-        current = new Block();
+      if (current == null || used == current.paths.length) {
+        current = new Block(current == null ? FIRST_BLOCK : Math.min(MAX_BLOCK, current.paths.length * 2));
         blocks.add(current);
+        used = 0;
       }
       Block b = current;
+      int i = used++;
       b.layers[i] = layer;
       b.paths[i] = path;
       b.offsets[i] = offset;
       b.lengths[i] = length;
       b.seqs[i] = seq;
       b.nanos[i] = time;
-      size = n + 1; // publishes the stores above
+      size = size + 1; // publishes the stores above
     }
 
     void drainTo(List<Read> out) {
       int n = size;
-      for (int k = 0; k < n; k++) {
-        Block b = blocks.get(k / BLOCK);
-        int i = k % BLOCK;
-        out.add(new Read(b.layers[i], b.paths[i], b.offsets[i], b.lengths[i], b.seqs[i], b.nanos[i]));
+      for (Block b : blocks) {
+        for (int i = 0; i < b.paths.length && n > 0; i++, n--) {
+          out.add(new Read(b.layers[i], b.paths[i], b.offsets[i], b.lengths[i], b.seqs[i], b.nanos[i]));
+        }
       }
     }
   }

@@ -63,6 +63,7 @@ public class RecordingOverheadBenchmark {
   private PageCache cache;
   private LayerContentReader reader;
   private LayerEntry file;
+  private LazyLayer layer;
   private final TraceRecorder recorder = new TraceRecorder();
   private TraceRecorder.ReadTap tap;
   private final byte[] buffer = new byte[4096];
@@ -82,7 +83,7 @@ public class RecordingOverheadBenchmark {
     ImageConverter.Result r = new ImageConverter(config.limits(), work, line -> {}).convert(clients.client(src), src,
         clients.client(dst), dst, new ImageConverter.Options(LayerFormat.ESTARGZ, 1 << 20, List.of(), 6,
             Platform.current()));
-    LazyLayer layer = new LayerOpener(clients.client(dst), config, work).open(r.layers().get(0));
+    layer = new LayerOpener(clients.client(dst), config, work).open(r.layers().get(0));
     file = layer.index().entry(FILE).orElseThrow();
     cache = PageCache.open(work.resolve("cache"), new CacheSettings(Optional.empty(), 512L << 20, 1L << 30,
         CacheSettings.DEFAULTS.reservationWait()));
@@ -143,5 +144,63 @@ public class RecordingOverheadBenchmark {
     }
     System.out.printf(Locale.ROOT, "%nreads/s not recording %.0f, recording %.0f: recording runs at %.2f of the speed"
         + " (%.0f ns more per read)%n", off, on, on / off, 1e9 / on - 1e9 / off);
+    fuseLevel();
+  }
+
+  /**
+   * The same at the FUSE level: the file read sequentially through a real FUSE mount with the kernel's page cache
+   * dropped before each pass (so every page is a FUSE request) and flatpull's page cache warm, alternating passes with
+   * and without a recording.
+   */
+  private static void fuseLevel() throws Exception {
+    RecordingOverheadBenchmark b = new RecordingOverheadBenchmark();
+    b.start();
+    try (dev.flatpull.fuse.LayerMount m = dev.flatpull.fuse.LayerMount.mount(new dev.flatpull.fuse.LayerFileSystem(
+        dev.flatpull.fuse.LayerTree.of(b.layer.index()), b.reader, new dev.flatpull.fuse.FuseEvents() {
+          @Override
+          public void readServed(String path, long offset, int bytes) {
+            b.tap.read(path, offset, bytes);
+          }
+        }), b.work.resolve("mnt"))) {
+      Path big = m.mountPoint().resolve(FILE);
+      List<Double> off = new java.util.ArrayList<>();
+      List<Double> on = new java.util.ArrayList<>();
+      for (int pass = 0; pass < 22; pass++) {
+        boolean recording = pass % 2 == 1;
+        if (recording) {
+          b.recorder.start();
+        }
+        dev.flatpull.it.Processes.run(List.of("sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"), 60);
+        long start = System.nanoTime();
+        long n = 0;
+        byte[] buf = new byte[1 << 20];
+        try (var in = Files.newInputStream(big)) {
+          for (int r; (r = in.read(buf)) > 0; ) {
+            n += r;
+          }
+        }
+        double mbps = n / 1e6 / ((System.nanoTime() - start) / 1e9);
+        if (recording) {
+          long pages = b.recorder.stop().values().stream().mapToLong(dev.flatpull.trace.LayerTrace::pages).sum();
+          if (pass > 1) {
+            on.add(mbps);
+          }
+          if (pass == 1) {
+            System.out.printf(Locale.ROOT, "a recorded pass read %d pages%n", pages);
+          }
+        } else if (pass > 1) {
+          off.add(mbps);
+        }
+      }
+      System.out.printf(Locale.ROOT, "passes not recording %s MB/s, recording %s MB/s%n", off, on);
+      off.sort(null);
+      on.sort(null);
+      double mOff = off.get(off.size() / 2);
+      double mOn = on.get(on.size() / 2);
+      System.out.printf(Locale.ROOT, "FUSE, kernel cache dropped, median of %d passes: %.0f MB/s not recording, %.0f MB/s"
+          + " recording: %.2f%n", off.size(), mOff, mOn, mOn / mOff);
+    } finally {
+      b.stop();
+    }
   }
 }
