@@ -59,6 +59,8 @@ public final class Processes {
       case "ctr-remote" -> "stargz-snapshotter";
       case "containerd", "ctr" -> "containerd";
       case "fusermount" -> "fuse3";
+      case "systemd-analyze" -> "systemd";
+      case "fuser" -> "psmisc";
       default -> program;
     };
   }

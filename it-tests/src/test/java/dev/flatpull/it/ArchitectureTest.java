@@ -110,4 +110,15 @@ class ArchitectureTest {
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter.overlay..")
         .check(classes);
   }
+
+  @Test
+  void traceRecorder_knowsNothingOfHowReadsAreServed() {
+    noClasses().that().resideInAPackage("dev.flatpull.trace..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.fetcher..",
+            "dev.flatpull.pagecache..", "dev.flatpull.snapshotter..", "dev.flatpull.config..")
+        .check(classes);
+    noClasses().that().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.fetcher..", "dev.flatpull.pagecache..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.trace..")
+        .check(classes);
+  }
 }
