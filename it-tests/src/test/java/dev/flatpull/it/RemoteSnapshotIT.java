@@ -235,6 +235,36 @@ class RemoteSnapshotIT {
     }
   }
 
+  @Test
+  @Order(6)
+  void crisLabels_withTheManifestDigest_makeARemoteSnapshot() throws Exception {
+    String manifest = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
+        Cli.inProcess("inspect", "--plain-http", "--json", image).out()).path("manifestDigest").asText();
+    assertTrue(manifest.startsWith("sha256:"), manifest);
+    var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
+    try {
+      var api = dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc.newBlockingStub(channel);
+      double before = metric("flatpull_remote_snapshots_total");
+      io.grpc.StatusRuntimeException e = org.junit.jupiter.api.Assertions.assertThrows(
+          io.grpc.StatusRuntimeException.class, () -> api.prepare(
+              dev.flatpull.snapshotter.api.snapshots.v1.PrepareSnapshotRequest.newBuilder()
+                  .setKey("k8s.io/1/extract-cri").putLabels("containerd.io/snapshot.ref", "k8s.io/2/cri-target")
+                  .putLabels("containerd.io/snapshot/cri.image-ref", image.replace(":esgz", "@" + manifest))
+                  .putLabels("containerd.io/snapshot/cri.manifest-digest", manifest)
+                  .putLabels("containerd.io/snapshot/cri.layer-digest", layerDigest)
+                  .putLabels("containerd.io/snapshot/cri.image-layers", layerDigest).build()));
+      assertEquals(io.grpc.Status.Code.ALREADY_EXISTS, e.getStatus().getCode(), e.toString());
+      assertEquals(before + 1, metric("flatpull_remote_snapshots_total"));
+      var info = api.stat(dev.flatpull.snapshotter.api.snapshots.v1.StatSnapshotRequest.newBuilder()
+          .setKey("k8s.io/2/cri-target").build()).getInfo();
+      assertEquals("remote snapshot", info.getLabelsOrThrow("containerd.io/snapshot/remote"));
+      api.remove(dev.flatpull.snapshotter.api.snapshots.v1.RemoveSnapshotRequest.newBuilder()
+          .setKey("k8s.io/2/cri-target").build());
+    } finally {
+      channel.shutdownNow();
+    }
+  }
+
   private static boolean isServed(Path p) {
     try {
       return Files.readAllLines(Path.of("/proc/self/mounts")).stream().anyMatch(l -> l.contains(" " + p + " "));
