@@ -18,6 +18,13 @@ import java.util.concurrent.TimeUnit;
 
 /** gRPC over unix domain sockets (containerd's proxy plugins and the FUSE manager speak nothing else). */
 public final class UnixSockets {
+  // One event loop for every client channel of the process: channels are cheap, threads are not.
+  private static final EventLoopGroup CLIENT_LOOP = new EpollEventLoopGroup(1, r -> {
+    Thread t = new Thread(r, "flatpull-grpc-client");
+    t.setDaemon(true);
+    return t;
+  });
+
   private UnixSockets() {}
 
   /**
@@ -51,7 +58,7 @@ public final class UnixSockets {
   public static ManagedChannel connect(Path socket) {
     return NettyChannelBuilder.forAddress(new DomainSocketAddress(socket.toString()))
         .channelType(EpollDomainSocketChannel.class)
-        .eventLoopGroup(new EpollEventLoopGroup(1))
+        .eventLoopGroup(CLIENT_LOOP)
         .usePlaintext()
         .build();
   }

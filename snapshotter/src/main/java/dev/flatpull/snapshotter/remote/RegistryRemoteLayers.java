@@ -101,6 +101,7 @@ public final class RegistryRemoteLayers implements RemoteLayers {
     // Pinned to the manifest's digest: a tag moved later must not change what a stored snapshot serves.
     ImageReference pinned = asked.image().withDigest(manifest.digest());
     CachedManifest fresh = new CachedManifest(manifest, pinned, System.nanoTime());
+    manifests.values().removeIf(m -> System.nanoTime() - m.fetchedAt() >= MANIFEST_TTL_NANOS);
     manifests.put(key, fresh);
     return fresh;
   }
