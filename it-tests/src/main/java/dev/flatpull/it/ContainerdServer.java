@@ -85,6 +85,16 @@ public final class ContainerdServer implements AutoCloseable {
     return ctr(args).orThrow(cmd);
   }
 
+  /** Kills container {@code id}'s task if it runs, and deletes the task and the container; absent ones are fine. */
+  public void removeContainer(String id) throws IOException, InterruptedException {
+    ctr("task", "kill", "-s", "SIGKILL", id);
+    for (int i = 0; i < 50 && ctr("task", "delete", id).exitCode() != 0
+        && ctr("task", "ls", "-q").stdout().lines().anyMatch(id::equals); i++) {
+      Thread.sleep(100);
+    }
+    ctr("container", "delete", id);
+  }
+
   public Path socket() {
     return socket;
   }

@@ -102,11 +102,7 @@ class RemoteSnapshotIT {
       assertEquals(200, r.statusCode());
       assertTrue(r.body().startsWith("12"), r.body());
     } finally {
-      containerd.ctr("task", "kill", "-s", "SIGKILL", "web");
-      for (int i = 0; i < 50 && containerd.ctr("task", "delete", "web").exitCode() != 0; i++) {
-        Thread.sleep(100);
-      }
-      containerd.ctr("container", "delete", "web");
+      containerd.removeContainer("web");
     }
   }
 
@@ -158,11 +154,7 @@ class RemoteSnapshotIT {
       assertEquals(0, fresh.exitCode(), fresh.stderr());
       assertTrue(fresh.stdout().trim().startsWith("3."), fresh.stdout());
     } finally {
-      containerd.ctr("task", "kill", "-s", "SIGKILL", "survivor");
-      for (int i = 0; i < 50 && containerd.ctr("task", "delete", "survivor").exitCode() != 0; i++) {
-        Thread.sleep(100);
-      }
-      containerd.ctr("container", "delete", "survivor");
+      containerd.removeContainer("survivor");
     }
   }
 

@@ -14,6 +14,7 @@ import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.snapshotter.overlay.HostMounts;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,7 +22,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -75,7 +75,7 @@ final class MountCommand implements Callable<Integer> {
     clearStale(layersDir);
     LayerMount.clearStale(mountPoint);
     if (LayerMount.isMounted(mountPoint)) {
-      run("umount", "-l", mountPoint.toString());
+      HostMounts.run("umount", "-l", mountPoint.toString());
     }
     Files.createDirectories(mountPoint);
     PageCache cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache());
@@ -131,21 +131,21 @@ final class MountCommand implements Callable<Integer> {
 
   private void stack(List<LayerMount> mounts) throws IOException {
     if (mounts.size() == 1) {
-      run("mount", "--bind", mounts.get(0).mountPoint().toString(), mountPoint.toString());
-      run("mount", "-o", "remount,bind,ro", mountPoint.toString());
+      HostMounts.run("mount", "--bind", mounts.get(0).mountPoint().toString(), mountPoint.toString());
+      HostMounts.run("mount", "-o", "remount,bind,ro", mountPoint.toString());
       return;
     }
     StringBuilder lower = new StringBuilder();
     for (int i = mounts.size() - 1; i >= 0; i--) {
       lower.append(mounts.get(i).mountPoint()).append(i > 0 ? ":" : "");
     }
-    run("mount", "-t", "overlay", "overlay", "-o", "ro,lowerdir=" + lower, mountPoint.toString());
+    HostMounts.run("mount", "-t", "overlay", "overlay", "-o", "ro,lowerdir=" + lower, mountPoint.toString());
   }
 
   private void unmountAll(boolean overlay, List<LayerMount> mounts) {
     try {
       if (overlay) {
-        run("umount", mountPoint.toString());
+        HostMounts.run("umount", mountPoint.toString());
       }
     } catch (IOException e) {
       System.err.println("flatpull: unmounting " + mountPoint + ": " + e.getMessage());
@@ -185,19 +185,6 @@ final class MountCommand implements Callable<Integer> {
       }
     } catch (NumberFormatException notOurs) {
       // Leave foreign directories alone.
-    }
-  }
-
-  private static void run(String... cmd) throws IOException {
-    try {
-      Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-      String out = new String(p.getInputStream().readAllBytes());
-      if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
-        throw new IOException(String.join(" ", cmd) + " failed: " + out.trim());
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new java.io.InterruptedIOException(String.join(" ", cmd) + " interrupted");
     }
   }
 }

@@ -47,7 +47,8 @@ public final class HostMounts {
     }
   }
 
-  static void run(String... command) throws IOException {
+  /** Runs mount(8), umount(8) or a relative with {@code command}, failing with its output when it fails. */
+  public static void run(String... command) throws IOException {
     try {
       Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
       String out = new String(p.getInputStream().readAllBytes());
