@@ -91,6 +91,13 @@ public final class DirectoryTrees {
     });
   }
 
+  /** Makes the entries of {@code dir} (a rename into it) durable, as fsync(2) of the directory does. */
+  public static void sync(Path dir) throws IOException {
+    try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(dir, java.nio.file.StandardOpenOption.READ)) {
+      ch.force(true);
+    }
+  }
+
   private static void deleteOne(Path p) throws IOException {
     try {
       Files.deleteIfExists(p);

@@ -241,6 +241,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
           DirectoryTrees.delete(dir);
           Files.move(temp, dir, StandardCopyOption.ATOMIC_MOVE);
           placed[0] = dir;
+          // The row must never outlive a power loss that the rename did not survive.
+          DirectoryTrees.sync(snapshots);
           CrashPoint.PREPARE_DIRECTORY_PLACED.reach();
           return mounts(s, tx.ancestors(s));
         });
