@@ -159,6 +159,31 @@ class RemoteSnapshotIT {
   }
 
   @Test
+  @Order(4)
+  void aKilledFuseManager_isReplaced_andTheLayersMountedAgainFromTheirStoredSource() throws Exception {
+    long before = flatpull.managerPid();
+    Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
+    flatpull.kill9();
+    flatpull.start(); // the daemon's start finds no manager, starts one and mounts every remote snapshot again
+    long after = flatpull.managerPid();
+    assertTrue(after > 0 && after != before, "a new FUSE manager serves: " + before + " -> " + after);
+    long t0 = System.nanoTime();
+    Processes.Result fresh = null;
+    for (int i = 0; i < 120; i++) {
+      fresh = containerd.ctr("run", "--rm", "--snapshotter", "flatpull", image, "after-manager",
+          "/usr/bin/python3", "-c", "import json; print(json.dumps('remounted'))");
+      if (fresh.exitCode() == 0 || !fresh.stderr().contains("unavailable")) {
+        break;
+      }
+      Thread.sleep(500);
+    }
+    assertEquals(0, fresh.exitCode(), fresh.stderr() + flatpull.log());
+    assertEquals("\"remounted\"", fresh.stdout().trim());
+    System.out.printf("after a FUSE manager crash: new manager, layers remounted, container ran %.1f s later%n",
+        (System.nanoTime() - t0) / 1e9);
+  }
+
+  @Test
   @Order(5)
   void aFullPull_andARemotePullOfAPlainImage_downloadTheLayer() throws Exception {
     containerd.ctrOk("image", "pull", "--plain-http", "--snapshotter", "flatpull", plainImage);
