@@ -1,27 +1,12 @@
 package dev.flatpull.it.bench;
 
-import dev.flatpull.config.FlatpullConfig;
-import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.core.ByteRange;
-import dev.flatpull.fetcher.convert.ImageConverter;
 import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerFormat;
-import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.Platform;
-import dev.flatpull.fetcher.reference.ImageReference;
-import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClient;
-import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.fetcher.registry.Sleeper;
-import dev.flatpull.it.RegistryServer;
-import dev.flatpull.it.TestImage;
 import java.io.OutputStream;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.time.InstantSource;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -49,30 +34,19 @@ public class LazyCatBenchmark {
   @Param({"ESTARGZ", "ZSTD_CHUNKED"})
   public LayerFormat format;
 
-  private RegistryServer registry;
-  private RegistryClients clients;
+  private SampleLazyLayer sample;
   private RegistryClient client;
   private LazyLayer layer;
   private LayerEntry file;
   private Descriptor blob;
   private ByteRange fileRange;
-  private Path work;
 
   @Setup(Level.Trial)
   public void start() throws Exception {
-    registry = RegistryServer.start();
-    TestImage image = TestImage.push(registry, "bench/sample", "plain");
-    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE, Sleeper.SYSTEM, InstantSource.system());
-    ImageReference src = image.reference;
-    ImageReference dst = src.withTag("lazy");
-    work = Files.createTempDirectory("flatpull-bench");
-    client = clients.client(dst);
-    ImageConverter.Result r = new ImageConverter(config.limits(), work, line -> {})
-        .convert(clients.client(src), src, client, dst,
-            new ImageConverter.Options(format, 1 << 20, List.of(), format == LayerFormat.ESTARGZ ? 6 : 3, Platform.current()));
-    blob = r.layers().get(0);
-    layer = new LayerOpener(client, config, work).open(blob);
+    sample = new SampleLazyLayer(format);
+    client = sample.client;
+    blob = sample.blob;
+    layer = sample.layer;
     file = layer.index().entry(FILE).orElseThrow();
     long first = file.chunks().get(0).stored().offset();
     long last = file.chunks().get(file.chunks().size() - 1).stored().end();
@@ -83,11 +57,7 @@ public class LazyCatBenchmark {
 
   @TearDown(Level.Trial)
   public void stop() throws Exception {
-    clients.close();
-    registry.close();
-    try (var walk = Files.walk(work)) {
-      walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    }
+    sample.close();
   }
 
   @Benchmark

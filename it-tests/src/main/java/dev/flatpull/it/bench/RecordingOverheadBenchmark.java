@@ -1,26 +1,14 @@
 package dev.flatpull.it.bench;
 
 import dev.flatpull.config.CacheSettings;
-import dev.flatpull.config.FlatpullConfig;
-import dev.flatpull.config.RegistryCredentials;
-import dev.flatpull.fetcher.convert.ImageConverter;
 import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerFormat;
-import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.oci.Platform;
-import dev.flatpull.fetcher.reference.ImageReference;
-import dev.flatpull.fetcher.registry.FetchListener;
-import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.fuse.LayerContentReader;
-import dev.flatpull.it.RegistryServer;
-import dev.flatpull.it.TestImage;
 import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.trace.TraceRecorder;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.InstantSource;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
@@ -58,8 +46,7 @@ public class RecordingOverheadBenchmark {
   @Param({"false", "true"})
   public boolean recording;
 
-  private RegistryServer registry;
-  private RegistryClients clients;
+  private SampleLazyLayer sample;
   private PageCache cache;
   private LayerContentReader reader;
   private LayerEntry file;
@@ -72,18 +59,9 @@ public class RecordingOverheadBenchmark {
 
   @Setup(Level.Trial)
   public void start() throws Exception {
-    registry = RegistryServer.start();
-    TestImage image = TestImage.push(registry, "bench/sample", "plain");
-    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE, Sleeper.SYSTEM,
-        InstantSource.system());
-    ImageReference src = image.reference;
-    ImageReference dst = src.withTag("lazy");
-    work = Files.createTempDirectory("flatpull-bench");
-    ImageConverter.Result r = new ImageConverter(config.limits(), work, line -> {}).convert(clients.client(src), src,
-        clients.client(dst), dst, new ImageConverter.Options(LayerFormat.ESTARGZ, 1 << 20, List.of(), 6,
-            Platform.current()));
-    layer = new LayerOpener(clients.client(dst), config, work).open(r.layers().get(0));
+    sample = new SampleLazyLayer(LayerFormat.ESTARGZ);
+    layer = sample.layer;
+    work = sample.work;
     file = layer.index().entry(FILE).orElseThrow();
     cache = PageCache.open(work.resolve("cache"), new CacheSettings(Optional.empty(), 512L << 20, 1L << 30,
         CacheSettings.DEFAULTS.reservationWait()));
@@ -91,7 +69,7 @@ public class RecordingOverheadBenchmark {
     for (long off = 0; off < file.size(); off += buffer.length) { // warm the page cache
       reader.read(file, off, buffer, buffer.length);
     }
-    tap = recorder.tap(r.layers().get(0).digest().toString());
+    tap = recorder.tap(sample.blob.digest().toString());
   }
 
   @Setup(Level.Iteration)
@@ -111,11 +89,7 @@ public class RecordingOverheadBenchmark {
   @TearDown(Level.Trial)
   public void stop() throws Exception {
     cache.close();
-    clients.close();
-    registry.close();
-    try (var walk = Files.walk(work)) {
-      walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    }
+    sample.close();
   }
 
   /** One FUSE read as the manager serves it: content, then the recorder's tap. */
