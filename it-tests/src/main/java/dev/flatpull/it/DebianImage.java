@@ -29,6 +29,20 @@ public final class DebianImage {
     return rootfs("flatpull-it-debian-" + SUITE + "-python3", List.of("--include=python3"));
   }
 
+  /**
+   * Pushes the python3 image and converts it to eStargz with {@code flatpull convert}; returns
+   * {@code REGISTRY/REPOSITORY:esgz} (the plain image stays as {@code :plain}).
+   */
+  public static String pushPythonEstargz(String registry, String repository) throws IOException, InterruptedException {
+    ImageReference plain = pushPython(registry, repository, "plain");
+    String esgz = registry + "/" + repository + ":esgz";
+    Cli.Run convert = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(), esgz);
+    if (convert.exitCode() != 0) {
+      throw new IOException("converting " + plain + " failed: " + convert.stderr());
+    }
+    return esgz;
+  }
+
   private static Path rootfs(String name, List<String> options) throws IOException, InterruptedException {
     Path base = Path.of(System.getProperty("java.io.tmpdir"), name);
     Path rootfs = base.resolve("rootfs");

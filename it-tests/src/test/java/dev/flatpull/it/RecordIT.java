@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.PageRun;
 import dev.flatpull.trace.Trace;
@@ -36,10 +35,7 @@ class RecordIT {
   static void start() throws Exception {
     Processes.require("runc");
     RegistryServer registry = cleanup.add(RegistryServer.start());
-    ImageReference plain = DebianImage.pushPython(registry.address(), "it/python", "plain");
-    image = registry.address() + "/it/python:esgz";
-    Cli.Run convert = Cli.inProcess("convert", "--plain-http", plain.toString(), image);
-    assertEquals(0, convert.exitCode(), convert.stderr());
+    image = DebianImage.pushPythonEstargz(registry.address(), "it/python");
     flatpull = cleanup.add(FlatpullDaemon.start(""));
     containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
   }

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.snapshotter.grpc.SnapshotsProbe;
 import java.io.IOException;
 import java.net.URI;
@@ -42,11 +41,8 @@ class RemoteSnapshotIT {
   static void start() throws Exception {
     Processes.require("runc");
     registry = cleanup.add(RegistryServer.start());
-    ImageReference plain = DebianImage.pushPython(registry.address(), "it/python", "plain");
-    image = registry.address() + "/it/python:esgz";
-    Cli.Run convert = Cli.inProcess("convert", "--plain-http", plain.toString(), image);
-    assertEquals(0, convert.exitCode(), convert.stderr());
-    plainImage = plain.toString();
+    image = DebianImage.pushPythonEstargz(registry.address(), "it/python");
+    plainImage = registry.address() + "/it/python:plain";
     Cli.Run inspect = Cli.inProcess("inspect", "--plain-http", "--json", image);
     var layers = new com.fasterxml.jackson.databind.ObjectMapper().readTree(inspect.out()).path("layers");
     imageBytes = layers.findValues("compressedSize").stream().mapToLong(n -> n.asLong()).sum();
