@@ -67,28 +67,16 @@ public final class DebianImage {
    */
   public static ImageReference pushPython(String registry, String repository, String tag)
       throws IOException, InterruptedException {
-    Processes.require("tar");
-    Path rootfs = pythonRootfs();
-    Path work = Files.createTempDirectory("flatpull-debian-layers");
-    try {
-      Path layer = work.resolve("layer.tar");
-      tar(rootfs, layer);
-      ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
-      ImagePusher.push(ref, List.of(new ImagePusher.Layer(Files.readAllBytes(layer), true)));
-      return ref;
-    } finally {
-      Processes.deleteTree(work);
-    }
+    ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
+    ImagePusher.push(ref, List.of(new ImagePusher.Layer(tar(pythonRootfs()), true)));
+    return ref;
   }
 
   /** Builds and pushes the image as {@code REGISTRY/REPOSITORY:TAG}. */
   public static ImageReference push(String registry, String repository, String tag) throws IOException, InterruptedException {
-    Processes.require("tar");
-    Path rootfs = rootfs();
+    byte[] lower = tar(rootfs());
     Path work = Files.createTempDirectory("flatpull-debian-layers");
     try {
-      Path lower = work.resolve("lower.tar");
-      tar(rootfs, lower);
       Path staging = Files.createDirectories(work.resolve("upper"));
       Files.createDirectories(staging.resolve("etc"));
       Files.createFile(staging.resolve("etc/.wh.motd"));
@@ -105,20 +93,25 @@ public final class DebianImage {
       Files.createLink(staging.resolve("usr/local/bin/hello-again"), hello);
       Files.getFileAttributeView(hello, java.nio.file.attribute.UserDefinedFileAttributeView.class)
           .write("flatpull.note", java.nio.ByteBuffer.wrap("binary\0value".getBytes(StandardCharsets.ISO_8859_1)));
-      Path upper = work.resolve("upper.tar");
-      tar(staging, upper);
       ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
-      ImagePusher.push(ref, List.of(new ImagePusher.Layer(Files.readAllBytes(lower), true),
-          new ImagePusher.Layer(Files.readAllBytes(upper), false)));
+      ImagePusher.push(ref, List.of(new ImagePusher.Layer(lower, true), new ImagePusher.Layer(tar(staging), false)));
       return ref;
     } finally {
       Processes.deleteTree(work);
     }
   }
 
-  private static void tar(Path dir, Path out) throws IOException, InterruptedException {
-    List<String> cmd = List.of("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--format=pax",
-        "--sort=name", "-C", dir.toString(), "-cf", out.toString(), ".");
-    Processes.run(cmd, 300).orThrow(cmd);
+  /** {@code dir} as a tar archive made by GNU tar (numeric owners, every xattr, PAX, sorted names). */
+  private static byte[] tar(Path dir) throws IOException, InterruptedException {
+    Processes.require("tar");
+    Path out = Files.createTempFile("flatpull-layer", ".tar");
+    try {
+      List<String> cmd = List.of("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--format=pax",
+          "--sort=name", "-C", dir.toString(), "-cf", out.toString(), ".");
+      Processes.run(cmd, 300).orThrow(cmd);
+      return Files.readAllBytes(out);
+    } finally {
+      Files.deleteIfExists(out);
+    }
   }
 }
