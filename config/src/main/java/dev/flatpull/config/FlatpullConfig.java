@@ -13,10 +13,11 @@ import java.util.Optional;
  * @param root directory for flatpull's state (caches, temporary files)
  */
 public record FlatpullConfig(
-    Path root, RegistrySettings registry, FetchLimits limits, CacheSettings cache, SnapshotterSettings snapshotter) {
+    Path root, RegistrySettings registry, FetchLimits limits, CacheSettings cache, SnapshotterSettings snapshotter,
+    RuntimeImageSettings runtimeImage) {
   public static final Path DEFAULT_ROOT = Path.of("/var/lib/flatpull");
   public static final FlatpullConfig DEFAULTS = new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS,
-      FetchLimits.DEFAULTS, CacheSettings.DEFAULTS, SnapshotterSettings.DEFAULTS);
+      FetchLimits.DEFAULTS, CacheSettings.DEFAULTS, SnapshotterSettings.DEFAULTS, RuntimeImageSettings.DEFAULTS);
 
   public FlatpullConfig {
     Objects.requireNonNull(root);
@@ -24,14 +25,19 @@ public record FlatpullConfig(
     Objects.requireNonNull(limits);
     Objects.requireNonNull(cache);
     Objects.requireNonNull(snapshotter);
+    Objects.requireNonNull(runtimeImage);
   }
 
   public FlatpullConfig withRegistry(RegistrySettings r) {
-    return new FlatpullConfig(root, r, limits, cache, snapshotter);
+    return new FlatpullConfig(root, r, limits, cache, snapshotter, runtimeImage);
   }
 
   public FlatpullConfig withLimits(FetchLimits l) {
-    return new FlatpullConfig(root, registry, l, cache, snapshotter);
+    return new FlatpullConfig(root, registry, l, cache, snapshotter, runtimeImage);
+  }
+
+  public FlatpullConfig withRuntimeImage(RuntimeImageSettings ri) {
+    return new FlatpullConfig(root, registry, limits, cache, snapshotter, ri);
   }
 
   /**
@@ -55,8 +61,9 @@ public record FlatpullConfig(
     FetchLimits l = limits(top.table("limits"));
     CacheSettings c = cache(top.table("cache"));
     SnapshotterSettings s = snapshotter(top.table("snapshotter"));
+    RuntimeImageSettings ri = runtimeImage(top.table("runtime_image"));
     top.rejectUnknownKeys();
-    return new FlatpullConfig(root, r, l, c, s);
+    return new FlatpullConfig(root, r, l, c, s, ri);
   }
 
   private static RegistrySettings registry(TomlTable t) throws ConfigException {
@@ -121,6 +128,21 @@ public record FlatpullConfig(
         t.bool("background_fetch", d.backgroundFetch()));
     t.rejectUnknownKeys();
     return s;
+  }
+
+  private static RuntimeImageSettings runtimeImage(TomlTable t) throws ConfigException {
+    RuntimeImageSettings d = RuntimeImageSettings.DEFAULTS;
+    String verify = t.string("verify", d.verify().key());
+    RuntimeImageSettings.Verification v;
+    try {
+      v = RuntimeImageSettings.Verification.of(verify);
+    } catch (IllegalArgumentException e) {
+      throw t.invalid("verify", e.getMessage());
+    }
+    RuntimeImageSettings ri = new RuntimeImageSettings(v, t.bytes("frame_size", d.frameSize(), 4096, 64L << 20),
+        (int) t.integer("level", d.level(), 1, 22));
+    t.rejectUnknownKeys();
+    return ri;
   }
 
   private static InetSocketAddress hostPort(TomlTable t, String key, String value) throws ConfigException {

@@ -52,6 +52,10 @@ class FlatpullConfigTest {
         metrics_address = "127.0.0.1:9901"
         prefetch = false
         background_fetch = false
+        [runtime_image]
+        verify = "runtime-image"
+        frame_size = "1MiB"
+        level = 3
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -71,6 +75,18 @@ class FlatpullConfigTest {
     assertEquals("127.0.0.1", c.snapshotter().metricsAddress().orElseThrow().getHostString());
     assertEquals(false, c.snapshotter().prefetch());
     assertEquals(false, c.snapshotter().backgroundFetch());
+    assertEquals(RuntimeImageSettings.Verification.RUNTIME_IMAGE, c.runtimeImage().verify());
+    assertEquals(1L << 20, c.runtimeImage().frameSize());
+    assertEquals(3, c.runtimeImage().level());
+  }
+
+  @Test
+  void parse_unknownVerification_isRefusedWithTheChoices() {
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f.toml", "[runtime_image]\nverify = \"nothing\"\n"));
+    assertEquals("runtime_image.verify", e.key());
+    assertTrue(e.getMessage().contains("image, runtime-image"), e.getMessage());
+    assertEquals(RuntimeImageSettings.Verification.IMAGE, FlatpullConfig.DEFAULTS.runtimeImage().verify());
   }
 
   @Test

@@ -78,8 +78,9 @@ class ArchitectureTest {
   }
 
   @Test
-  void zstdJni_livesOnlyInTheLayerFormats() {
-    noClasses().that().resideOutsideOfPackages("dev.flatpull.fetcher.layer..", "dev.flatpull.fetcher.convert..")
+  void zstdJni_livesOnlyInTheFormats() {
+    noClasses().that().resideOutsideOfPackages("dev.flatpull.fetcher.layer..", "dev.flatpull.fetcher.convert..",
+            "dev.flatpull.runtimeimage..")
         .should().dependOnClassesThat().resideInAnyPackage("com.github.luben..")
         .check(classes);
   }
@@ -108,6 +109,16 @@ class ArchitectureTest {
         .check(classes);
     noClasses().that().resideInAPackage("dev.flatpull.snapshotter.store..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter.overlay..")
+        .check(classes);
+  }
+
+  @Test
+  void runtimeImageAndFuseMount_sameLevel_doNotImportEachOther() {
+    noClasses().that().resideInAPackage("dev.flatpull.runtimeimage..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.snapshotter..")
+        .check(classes);
+    noClasses().that().resideInAPackage("dev.flatpull.fuse..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.runtimeimage..")
         .check(classes);
   }
 

@@ -85,16 +85,7 @@ public final class TraceFile {
     ObjectNode root = JSON.createObjectNode();
     root.put("format", FORMAT);
     root.put("version", Trace.FORMAT_VERSION);
-    ObjectNode s = root.putObject("service");
-    ServiceVersion v = t.service();
-    s.put("key", v.key());
-    s.put("image", v.image());
-    s.put("manifestDigest", v.manifestDigest());
-    s.put("platform", v.platform());
-    v.command().forEach(s.putArray("command")::add);
-    v.environment().forEach(s.putArray("environment")::add);
-    s.put("workingDirectory", v.workingDirectory());
-    v.probes().forEach(s.putArray("probes")::add);
+    root.set("service", serviceJson(t.service()));
     root.put("flatpullVersion", t.flatpullVersion());
     root.put("recordedAt", t.recordedAt().toString());
     t.readyMillis().forEach(root.putArray("readyMillis")::add);
@@ -103,6 +94,39 @@ public final class TraceFile {
     ArrayNode layers = root.putArray("layers");
     t.layers().forEach(l -> layers.add(layerJson(l)));
     return root;
+  }
+
+  /** A service version as JSON, with its key (the form traces and runtime-image indexes share). */
+  public static ObjectNode serviceJson(ServiceVersion v) {
+    ObjectNode s = JSON.createObjectNode();
+    s.put("key", v.key());
+    s.put("image", v.image());
+    s.put("manifestDigest", v.manifestDigest());
+    s.put("platform", v.platform());
+    v.command().forEach(s.putArray("command")::add);
+    v.environment().forEach(s.putArray("environment")::add);
+    s.put("workingDirectory", v.workingDirectory());
+    v.probes().forEach(s.putArray("probes")::add);
+    return s;
+  }
+
+  /**
+   * The inverse of {@link #serviceJson}, refusing a {@code key} that does not match the service it describes.
+   *
+   * @param name what holds it, for error messages
+   */
+  public static ServiceVersion serviceFromJson(String name, JsonNode s) throws TraceFormatException {
+    Fields f = new Fields(name);
+    if (s == null || !s.isObject()) {
+      throw new TraceFormatException(name + ": 'service' is missing or not an object");
+    }
+    ServiceVersion service = new ServiceVersion(f.text(s, "image"), f.text(s, "manifestDigest"),
+        f.text(s, "platform"), f.texts(s, "command"), f.texts(s, "environment"), f.text(s, "workingDirectory"),
+        f.texts(s, "probes"));
+    if (!service.key().equals(f.text(s, "key"))) {
+      throw new TraceFormatException(name + ": service.key does not match the service it describes (edited?)");
+    }
+    return service;
   }
 
   public static Trace read(Path file) throws IOException {
@@ -137,13 +161,7 @@ public final class TraceFile {
       throw new TraceFormatException(name + ": trace format version " + version + " is not supported (this flatpull"
           + " reads version " + Trace.FORMAT_VERSION + ")");
     }
-    JsonNode s = f.object(root, "service");
-    ServiceVersion service = new ServiceVersion(f.text(s, "image"), f.text(s, "manifestDigest"),
-        f.text(s, "platform"), f.texts(s, "command"), f.texts(s, "environment"), f.text(s, "workingDirectory"),
-        f.texts(s, "probes"));
-    if (!service.key().equals(f.text(s, "key"))) {
-      throw new TraceFormatException(name + ": service.key does not match the service it describes (edited?)");
-    }
+    ServiceVersion service = serviceFromJson(name, f.object(root, "service"));
     Instant recordedAt;
     try {
       recordedAt = Instant.parse(f.text(root, "recordedAt"));

@@ -11,6 +11,8 @@ public final class MediaTypes {
   public static final String OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip";
   public static final String OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd";
   public static final String OCI_LAYER_NONDIST_GZIP = "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip";
+  /** The OCI empty descriptor's media type ({@code {}}, the config of an artifact without one). */
+  public static final String OCI_EMPTY = "application/vnd.oci.empty.v1+json";
   public static final String DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json";
   public static final String DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json";
   public static final String DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json";

@@ -62,9 +62,12 @@ public final class OciDocuments {
       if (config == null || !config.isObject()) {
         throw new ManifestFormatException("manifest " + digest + " has no config descriptor");
       }
+      JsonNode subject = root.get("subject");
+      Optional<Descriptor> subjectDescriptor = subject == null || subject.isNull() ? Optional.empty()
+          : Optional.of(descriptor(subject, "subject", digest));
       return new ImageManifest(
           mediaType, digest, raw, descriptor(config, "config", digest), descriptors(root, "layers", digest),
-          annotations(root, digest));
+          annotations(root, digest), text(root, "artifactType", digest), subjectDescriptor);
     }
     throw new UnsupportedMediaTypeException("manifest", mediaType);
   }
@@ -109,7 +112,7 @@ public final class OciDocuments {
       String arch = text(p, "architecture", doc).orElse("");
       platform = Optional.of(new Platform(os, arch, text(p, "variant", doc)));
     }
-    return new Descriptor(mediaType, d, size.asLong(), annotations(n, doc), platform);
+    return new Descriptor(mediaType, d, size.asLong(), annotations(n, doc), platform, text(n, "artifactType", doc));
   }
 
   private static Map<String, String> annotations(JsonNode n, Digest doc) throws IOException {
@@ -161,6 +164,53 @@ public final class OciDocuments {
     }
   }
 
+  /** The OCI empty descriptor's content ({@code {}}): the config of an artifact that has none. */
+  public static final byte[] EMPTY_JSON = {'{', '}'};
+
+  /** The OCI empty descriptor, for artifacts that have no config. */
+  public static Descriptor emptyConfig() {
+    return new Descriptor(MediaTypes.OCI_EMPTY, Digest.sha256(EMPTY_JSON), EMPTY_JSON.length, Map.of());
+  }
+
+  /**
+   * Serialises an OCI 1.1 artifact manifest: an image manifest with {@code artifactType}, the empty config, and a
+   * {@code subject} (the manifest it refers to). The result's digest names it.
+   */
+  public static byte[] writeArtifactManifest(
+      String artifactType, List<Descriptor> layers, Descriptor subject, Map<String, String> annotations) {
+    ObjectNode root = JSON.createObjectNode();
+    root.put("schemaVersion", 2);
+    root.put("mediaType", MediaTypes.OCI_MANIFEST);
+    root.put("artifactType", artifactType);
+    root.set("config", descriptorJson(emptyConfig()));
+    ArrayNode arr = root.putArray("layers");
+    layers.forEach(l -> arr.add(descriptorJson(l)));
+    root.set("subject", descriptorJson(subject));
+    if (!annotations.isEmpty()) {
+      ObjectNode a = root.putObject("annotations");
+      new java.util.TreeMap<>(annotations).forEach(a::put);
+    }
+    return bytes(root);
+  }
+
+  /** Serialises an OCI image index of {@code manifests} (with their artifact types and annotations). */
+  public static byte[] writeIndex(List<Descriptor> manifests) {
+    ObjectNode root = JSON.createObjectNode();
+    root.put("schemaVersion", 2);
+    root.put("mediaType", MediaTypes.OCI_INDEX);
+    ArrayNode arr = root.putArray("manifests");
+    manifests.forEach(m -> arr.add(descriptorJson(m)));
+    return bytes(root);
+  }
+
+  private static byte[] bytes(ObjectNode root) {
+    try {
+      return JSON.writeValueAsBytes(root);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("cannot serialise a manifest", e);
+    }
+  }
+
   /** Serialises one descriptor as OCI JSON (media type, digest, size, annotations). */
   public static String writeDescriptor(Descriptor d) {
     try {
@@ -189,6 +239,7 @@ public final class OciDocuments {
     n.put("mediaType", d.mediaType());
     n.put("digest", d.digest().toString());
     n.put("size", d.size());
+    d.artifactType().ifPresent(t -> n.put("artifactType", t));
     if (!d.annotations().isEmpty()) {
       ObjectNode a = n.putObject("annotations");
       new java.util.TreeMap<>(d.annotations()).forEach(a::put);

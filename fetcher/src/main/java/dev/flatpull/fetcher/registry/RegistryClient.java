@@ -278,6 +278,60 @@ public final class RegistryClient {
     return Digest.sha256(bytes);
   }
 
+  /**
+   * Pushes a manifest that has a {@code subject} under its own digest, and says whether the registry indexed the
+   * subject itself (it answered {@code OCI-Subject}, so it serves the referrers API); when not, the client must
+   * maintain the referrers tag schema (OCI distribution spec 1.1, "Pushing Manifests with Subject").
+   */
+  public boolean pushReferrerManifest(String mediaType, byte[] bytes) throws IOException {
+    Digest digest = Digest.sha256(bytes);
+    RegistryHttp.Call call =
+        call(RequestKind.PUSH, Capability.PUSH, "PUT", "/" + repository + "/manifests/" + digest,
+            Map.of("Content-Type", mediaType), RequestBody.create(bytes, MediaType.parse(mediaType)), true);
+    return http.execute(registry, call, (response, body) -> response.header("OCI-Subject") != null);
+  }
+
+  /**
+   * The referrers of {@code subject} from the referrers API, or empty when the registry does not serve it (404, as
+   * registries before OCI distribution 1.1 answer): then the referrers tag schema is the place to look.
+   */
+  public java.util.Optional<ImageIndex> referrersApi(Digest subject) throws IOException {
+    RegistryHttp.Call call =
+        call(RequestKind.REFERRERS, Capability.PULL, "GET", "/" + repository + "/referrers/" + subject,
+            Map.of("Accept", MediaTypes.OCI_INDEX), null, false);
+    try {
+      return http.execute(registry, call, (response, body) -> {
+        byte[] raw = readAll(body, limits.maxManifestBytes(), "referrers of " + subject);
+        if (!(OciDocuments.parse(raw, MediaTypes.OCI_INDEX) instanceof ImageIndex index)) {
+          throw new ManifestFormatException("the referrers API answered with something other than an index");
+        }
+        return java.util.Optional.of(index);
+      });
+    } catch (RegistryNotFoundException e) {
+      return java.util.Optional.empty();
+    }
+  }
+
+  /**
+   * Deletes a manifest by digest. Returns false when the registry does not allow deletion (405, its default) or
+   * does not have it: deletion is housekeeping, never required for correctness.
+   */
+  public boolean deleteManifest(Digest digest) throws IOException {
+    RegistryHttp.Call call =
+        call(RequestKind.PUSH, Capability.PUSH, "DELETE", "/" + repository + "/manifests/" + digest, Map.of(), null,
+            true);
+    try {
+      return http.execute(registry, call, (response, body) -> true);
+    } catch (RegistryNotFoundException e) {
+      return false;
+    } catch (RegistryProtocolException e) {
+      if (e.status() == 405 || e.status() == 400) {
+        return false;
+      }
+      throw e;
+    }
+  }
+
   private String blobPath(Digest d) {
     return "/" + repository + "/blobs/" + d;
   }

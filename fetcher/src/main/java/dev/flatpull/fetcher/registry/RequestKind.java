@@ -6,5 +6,7 @@ public enum RequestKind {
   BLOB,
   BLOB_RANGE,
   TOKEN,
+  /** The referrers API ({@code /referrers/DIGEST}). */
+  REFERRERS,
   PUSH
 }

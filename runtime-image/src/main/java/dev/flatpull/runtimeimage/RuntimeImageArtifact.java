@@ -1,0 +1,119 @@
+package dev.flatpull.runtimeimage;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.flatpull.config.RuntimeImageSettings.Verification;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.oci.Descriptor;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * A runtime image as the registry lists it: the descriptor of its artifact manifest in the referrers of the image
+ * manifest, and what its annotations say (so that listing costs no request per runtime image). Annotations are
+ * read leniently: a referrer of flatpull's artifact type with missing or odd annotations is still listed, with what
+ * could be read.
+ *
+ * @param manifest the artifact manifest's descriptor (a referrers-index entry)
+ * @param serviceKey the service-version key, or empty
+ * @param created when the runtime image was built, if said
+ * @param traceRecorded when its trace was recorded, if said
+ */
+public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<String> command, List<String> probes,
+    String platform, Optional<Verification> verify, long pages, long size, Optional<Instant> created,
+    Optional<Instant> traceRecorded) {
+  /** The OCI {@code artifactType} of runtime images. */
+  public static final String ARTIFACT_TYPE = "application/vnd.flatpull.runtime-image.v1";
+  /** The media type of the runtime-image blob (the artifact's one layer). */
+  public static final String BLOB_MEDIA_TYPE = "application/vnd.flatpull.runtime-image.v1+zstd";
+  public static final String SERVICE_KEY = "dev.flatpull.runtime-image.service-key";
+  public static final String IMAGE = "dev.flatpull.runtime-image.image";
+  public static final String COMMAND = "dev.flatpull.runtime-image.command";
+  public static final String PROBES = "dev.flatpull.runtime-image.probes";
+  public static final String PLATFORM = "dev.flatpull.runtime-image.platform";
+  public static final String VERIFY = "dev.flatpull.runtime-image.verify";
+  public static final String PAGES = "dev.flatpull.runtime-image.pages";
+  public static final String SIZE = "dev.flatpull.runtime-image.size";
+  public static final String TRACE_RECORDED = "dev.flatpull.runtime-image.trace-recorded";
+  public static final String FLATPULL_VERSION = "dev.flatpull.version";
+  public static final String CREATED = "org.opencontainers.image.created";
+  /** On the blob's descriptor: the bytes of header and index, so that a loader reads the index in one range. */
+  public static final String INDEX_END = "dev.flatpull.runtime-image.index-end";
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  /** The annotations a runtime image's artifact manifest (and its referrers-index entry) carries. */
+  public static Map<String, String> annotations(RuntimeImageIndex index, long blobSize) {
+    Map<String, String> a = new LinkedHashMap<>();
+    a.put(SERVICE_KEY, index.service().key());
+    a.put(IMAGE, index.service().image());
+    a.put(COMMAND, json(index.service().command()));
+    a.put(PROBES, json(index.service().probes()));
+    a.put(PLATFORM, index.service().platform());
+    a.put(VERIFY, index.verify().key());
+    a.put(PAGES, Long.toString(index.trace().pages()));
+    a.put(SIZE, Long.toString(blobSize));
+    a.put(TRACE_RECORDED, index.trace().recordedAt().toString());
+    a.put(FLATPULL_VERSION, index.flatpullVersion());
+    a.put(CREATED, index.createdAt().toString());
+    return a;
+  }
+
+  /** What the annotations of a referrers-index entry say. */
+  public static RuntimeImageArtifact of(Descriptor manifest) {
+    Map<String, String> a = manifest.annotations();
+    Optional<Verification> verify;
+    try {
+      verify = Optional.ofNullable(a.get(VERIFY)).map(Verification::of);
+    } catch (IllegalArgumentException e) {
+      verify = Optional.empty();
+    }
+    return new RuntimeImageArtifact(manifest, a.getOrDefault(SERVICE_KEY, ""), list(a.get(COMMAND)),
+        list(a.get(PROBES)), a.getOrDefault(PLATFORM, ""), verify, number(a.get(PAGES)), number(a.get(SIZE)),
+        instant(a.get(CREATED)), instant(a.get(TRACE_RECORDED)));
+  }
+
+  public Digest digest() {
+    return manifest.digest();
+  }
+
+  private static String json(List<String> values) {
+    try {
+      return JSON.writeValueAsString(values);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static List<String> list(String json) {
+    if (json == null) {
+      return List.of();
+    }
+    try {
+      return List.copyOf(JSON.readValue(json, new TypeReference<List<String>>() {}));
+    } catch (JsonProcessingException | NullPointerException e) {
+      return List.of("?");
+    }
+  }
+
+  private static long number(String s) {
+    try {
+      return s == null ? -1 : Long.parseLong(s);
+    } catch (NumberFormatException e) {
+      return -1;
+    }
+  }
+
+  private static Optional<Instant> instant(String s) {
+    try {
+      return s == null ? Optional.empty() : Optional.of(Instant.parse(s));
+    } catch (DateTimeParseException e) {
+      return Optional.empty();
+    }
+  }
+}

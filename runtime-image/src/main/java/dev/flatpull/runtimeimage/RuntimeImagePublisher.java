@@ -1,0 +1,153 @@
+package dev.flatpull.runtimeimage;
+
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.OciDocument;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.registry.Referrers;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.function.Predicate;
+
+/**
+ * Runtime images next to their image in the registry: each is an OCI artifact manifest of type
+ * {@value RuntimeImageArtifact#ARTIFACT_TYPE} whose {@code subject} is the image manifest and whose one layer is the
+ * blob, found through the referrers API or, on registries without it, the referrers tag schema. Several service
+ * versions of one image coexist; pushing a service version again replaces its earlier runtime image. Thread-safe as
+ * its {@link Referrers} is.
+ */
+public final class RuntimeImagePublisher {
+  private final RegistryClient client;
+  private final Referrers referrers;
+
+  public RuntimeImagePublisher(RegistryClient client, Referrers referrers) {
+    this.client = client;
+    this.referrers = referrers;
+  }
+
+  /**
+   * What a push did.
+   *
+   * @param manifest the artifact manifest's descriptor, as listed
+   * @param source how the registry indexes referrers
+   * @param replaced earlier runtime images of the same service version that were taken out of the listing
+   */
+  public record Published(Descriptor manifest, Referrers.Source source, List<RuntimeImageArtifact> replaced) {}
+
+  /**
+   * Pushes {@code blob} (a runtime image whose index is {@code index}) as a referrer of {@code subject}, the image
+   * manifest's descriptor, and takes earlier runtime images of the same service version out of the listing.
+   */
+  public Published push(RuntimeImageIndex index, byte[] blob, int indexEnd, Descriptor subject)
+      throws IOException, InterruptedException {
+    if (!subject.digest().equals(index.manifestDigest())) {
+      throw new RuntimeImageMismatchException("the runtime image was built for manifest " + index.manifestDigest()
+          + ", not for " + subject.digest());
+    }
+    Descriptor blobDescriptor = new Descriptor(RuntimeImageArtifact.BLOB_MEDIA_TYPE, Digest.sha256(blob), blob.length,
+        Map.of(RuntimeImageArtifact.INDEX_END, Integer.toString(indexEnd)));
+    client.pushBlob(blobDescriptor, blob);
+    client.pushBlob(OciDocuments.emptyConfig(), OciDocuments.EMPTY_JSON);
+    Map<String, String> annotations = RuntimeImageArtifact.annotations(index, blob.length);
+    Descriptor subjectOnly = new Descriptor(subject.mediaType(), subject.digest(), subject.size(), Map.of());
+    byte[] manifest = OciDocuments.writeArtifactManifest(RuntimeImageArtifact.ARTIFACT_TYPE, List.of(blobDescriptor),
+        subjectOnly, annotations);
+    boolean api = client.pushReferrerManifest(MediaTypes.OCI_MANIFEST, manifest);
+    Descriptor entry = new Descriptor(MediaTypes.OCI_MANIFEST, Digest.sha256(manifest), manifest.length, annotations)
+        .withArtifactType(RuntimeImageArtifact.ARTIFACT_TYPE);
+    String key = index.service().key();
+    Predicate<Descriptor> earlier = d -> !d.digest().equals(entry.digest())
+        && key.equals(d.annotations().get(RuntimeImageArtifact.SERVICE_KEY))
+        && d.artifactType().equals(Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE));
+    List<RuntimeImageArtifact> replaced = new ArrayList<>();
+    if (api) {
+      for (Descriptor d : referrers.list(subject.digest(), Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE))
+          .referrers()) {
+        if (earlier.test(d)) {
+          replaced.add(RuntimeImageArtifact.of(d));
+          client.deleteManifest(d.digest());
+        }
+      }
+      return new Published(entry, Referrers.Source.API, replaced);
+    }
+    List<Descriptor> before = referrers.readTagIndex(subject.digest());
+    before.stream().filter(earlier).map(RuntimeImageArtifact::of).forEach(replaced::add);
+    referrers.update(subject.digest(), current -> {
+      List<Descriptor> next = new ArrayList<>(current.stream().filter(earlier.negate()).toList());
+      if (next.stream().noneMatch(d -> d.digest().equals(entry.digest()))) {
+        next.add(entry);
+      }
+      return next;
+    });
+    for (RuntimeImageArtifact r : replaced) {
+      client.deleteManifest(r.digest());
+    }
+    return new Published(entry, Referrers.Source.TAG_SCHEMA, replaced);
+  }
+
+  /** The runtime images of the image manifest {@code subject}, newest first. */
+  public List<RuntimeImageArtifact> list(Digest subject) throws IOException {
+    List<RuntimeImageArtifact> out = new ArrayList<>(referrers
+        .list(subject, Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE)).referrers().stream()
+        .map(RuntimeImageArtifact::of).toList());
+    out.sort((a, b) -> b.created().orElse(Instant.EPOCH).compareTo(a.created().orElse(Instant.EPOCH)));
+    return out;
+  }
+
+  /** Takes the runtime images {@code which} selects out of the listing of {@code subject}; returns them. */
+  public List<RuntimeImageArtifact> remove(Digest subject, Predicate<RuntimeImageArtifact> which)
+      throws IOException, InterruptedException {
+    Referrers.Listing listing = referrers.list(subject, Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE));
+    List<RuntimeImageArtifact> gone = listing.referrers().stream().map(RuntimeImageArtifact::of).filter(which)
+        .toList();
+    if (gone.isEmpty()) {
+      return gone;
+    }
+    List<Digest> digests = gone.stream().map(RuntimeImageArtifact::digest).toList();
+    if (listing.source() == Referrers.Source.TAG_SCHEMA) {
+      referrers.update(subject, current -> current.stream().filter(d -> !digests.contains(d.digest())).toList());
+    }
+    for (Digest d : digests) {
+      client.deleteManifest(d);
+    }
+    return gone;
+  }
+
+  /**
+   * Fetches a listed runtime image: its artifact manifest (verified by digest; its subject must be {@code image}) and
+   * its blob (verified), downloaded to {@code workDir}.
+   *
+   * @return the blob's bytes
+   * @throws RuntimeImageMismatchException when the artifact is not a runtime image of {@code image}
+   */
+  public byte[] fetch(RuntimeImageArtifact artifact, Digest image, Path workDir) throws IOException {
+    OciDocument doc = client.fetchManifest(artifact.digest().toString());
+    if (!(doc instanceof ImageManifest m) || !m.artifactType().equals(Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE))
+        || m.layers().size() != 1 || !m.layers().get(0).mediaType().equals(RuntimeImageArtifact.BLOB_MEDIA_TYPE)) {
+      throw new RuntimeImageFormatException("artifact " + artifact.digest() + " is not a flatpull runtime image"
+          + " (artifactType " + RuntimeImageArtifact.ARTIFACT_TYPE + " with one layer of "
+          + RuntimeImageArtifact.BLOB_MEDIA_TYPE + ")");
+    }
+    if (m.subject().isEmpty() || !m.subject().get().digest().equals(image)) {
+      throw new RuntimeImageMismatchException("artifact " + artifact.digest() + ": its subject is "
+          + m.subject().map(s -> s.digest().toString()).orElse("missing") + ", not the image manifest " + image);
+    }
+    Files.createDirectories(workDir);
+    Path file = workDir.resolve(m.layers().get(0).digest().hex() + ".fpri");
+    client.downloadBlob(m.layers().get(0), file);
+    try {
+      return Files.readAllBytes(file);
+    } finally {
+      Files.deleteIfExists(file);
+    }
+  }
+}
