@@ -33,6 +33,13 @@ import java.util.function.Consumer;
  */
 public final class ImageConverter {
   private static final ObjectMapper JSON = new ObjectMapper();
+  /** On a converted manifest: the manifest it was converted from. */
+  public static final String SOURCE_MANIFEST = "dev.flatpull.converted-from";
+  /**
+   * On a converted manifest: the compressed size of the source's layers, so that what is built from the converted
+   * image (a runtime image) can be compared with what the user started from, not with the conversion.
+   */
+  public static final String SOURCE_LAYERS_SIZE = "dev.flatpull.converted-from.layers-size";
 
   /** What to produce. */
   public record Options(LayerFormat format, long chunkSize, List<String> prioritized, int level, Platform platform) {
@@ -111,7 +118,14 @@ public final class ImageConverter {
     byte[] newConfig = JSON.writeValueAsBytes(config);
     Descriptor configDescriptor = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(newConfig), newConfig.length, java.util.Map.of());
     destination.pushBlob(configDescriptor, newConfig);
-    byte[] manifest = OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, configDescriptor, layers, java.util.Map.of());
+    // A conversion of a conversion still names what the user started from.
+    String sourceSize = image.manifest().annotations().getOrDefault(SOURCE_LAYERS_SIZE,
+        Long.toString(image.manifest().layers().stream().mapToLong(Descriptor::size).sum()));
+    java.util.Map<String, String> annotations = java.util.Map.of(
+        SOURCE_MANIFEST, image.manifest().annotations().getOrDefault(SOURCE_MANIFEST,
+            image.manifest().digest().toString()),
+        SOURCE_LAYERS_SIZE, sourceSize);
+    byte[] manifest = OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, configDescriptor, layers, annotations);
     Digest digest = destination.pushManifest(dst.manifestReference(), MediaTypes.OCI_MANIFEST, manifest);
     progress.accept("pushed " + dst + " as " + digest);
     return new Result(dst, digest, layers, converted);

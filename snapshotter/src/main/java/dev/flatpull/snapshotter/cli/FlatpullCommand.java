@@ -21,7 +21,7 @@ import picocli.CommandLine.Command;
     version = "flatpull " + FlatpullCommand.VERSION,
     description = "Lazily pulled container images for containerd: inspect, read, convert and mount images.",
     subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, ServeCommand.class,
-        DoctorCommand.class, RecordCommand.class, TraceCommand.class, FuseManagerCommand.class, CommandLine.HelpCommand.class})
+        DoctorCommand.class, RecordCommand.class, TraceCommand.class, RuntimeImageCommand.class, FuseManagerCommand.class, CommandLine.HelpCommand.class})
 public final class FlatpullCommand implements Runnable {
   static final String VERSION = "0.1.0";
   /** Exit codes: stable, documented in docs/cli.md. */
@@ -64,6 +64,9 @@ public final class FlatpullCommand implements Runnable {
             : ex instanceof ConfigException ? "configuration error: "
             : ex instanceof dev.flatpull.trace.probe.NotReadyException ? "not ready, no trace written: "
             : ex instanceof dev.flatpull.trace.TraceFormatException ? "malformed trace: "
+            : ex instanceof dev.flatpull.runtimeimage.RuntimeImageFormatException ? "malformed runtime image: "
+            : ex instanceof dev.flatpull.runtimeimage.RuntimeImageMismatchException
+                ? "runtime image or trace does not fit the image: "
             : ex instanceof IllegalArgumentException ? "invalid argument: "
             : "";
     return kind + ex.getMessage();
@@ -85,7 +88,9 @@ public final class FlatpullCommand implements Runnable {
     if (ex instanceof dev.flatpull.trace.probe.NotReadyException) {
       return NOT_READY;
     }
-    if (ex instanceof dev.flatpull.trace.TraceFormatException) {
+    if (ex instanceof dev.flatpull.trace.TraceFormatException
+        || ex instanceof dev.flatpull.runtimeimage.RuntimeImageFormatException
+        || ex instanceof dev.flatpull.runtimeimage.RuntimeImageMismatchException) {
       return FORMAT;
     }
     if (ex instanceof LayerFormatException || ex instanceof ManifestFormatException

@@ -1,6 +1,8 @@
 package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RuntimeImageSettings;
+import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
@@ -78,6 +80,14 @@ final class RecordCommand implements Callable<Integer> {
   @Option(names = "--cwd", paramLabel = "DIR", description = "Working directory in the container.")
   String cwd = "";
 
+  @Option(names = "--push-runtime-image",
+      description = "Then build the runtime image of the trace and push it next to the image (runtime-image build --push).")
+  boolean pushRuntimeImage;
+
+  @Option(names = "--verify", paramLabel = "MODE",
+      description = "With --push-runtime-image: image (default) or runtime-image (see runtime-image build).")
+  String verify;
+
   @Override
   public Integer call() throws Exception {
     if (runs < 1) {
@@ -88,9 +98,11 @@ final class RecordCommand implements Callable<Integer> {
     ImageReference ref = ImageReference.parse(reference);
     String manifestDigest;
     Set<String> layers;
+    ImageManifest manifest;
     try (RegistryClients clients = global.clients(config, FetchListener.NONE)) {
       RegistryClient client = clients.client(ref);
       var resolved = client.resolve(ref, global.platform());
+      manifest = resolved.manifest();
       manifestDigest = resolved.manifest().digest().toString();
       layers = resolved.manifest().layers().stream().map(Descriptor::digest).map(Object::toString)
           .collect(Collectors.toSet());
@@ -111,6 +123,15 @@ final class RecordCommand implements Callable<Integer> {
           service.key().substring(0, 19), trace.pages(), trace.bytes() / 1048576.0, trace.layers().size(),
           trace.layers().size() == 1 ? "" : "s");
       System.out.println(file);
+    }
+    if (pushRuntimeImage) {
+      RuntimeImageSettings settings = verify == null ? config.runtimeImage()
+          : config.runtimeImage().withVerify(RuntimeImageCommand.verification(verify));
+      Trace trace = TraceFile.read(file);
+      try (RegistryClients clients = global.clients(config, FetchListener.NONE);
+          RuntimeImageJob job = new RuntimeImageJob(config, clients, System.err)) {
+        job.build(trace, ref, manifest, settings, java.util.Optional.empty(), true, java.util.Optional.empty(), false);
+      }
     }
     return 0;
   }
