@@ -30,14 +30,19 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 
 /**
  * Runtime images with a real registry (distribution 2.8: no referrers API, so the tag schema), containerd, runc and
  * FUSE: recorded and pushed in one command, listed, shown, checked byte for byte against the root file system the
  * image was built from (read independently of flatpull), sized against the compressed image, pushed concurrently,
- * replaced, removed and pruned; bad input through the CLI.
+ * replaced, removed and pruned; bad input through the CLI. The push by {@code record} is checked first, before the
+ * other tests change what the registry lists.
  */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class RuntimeImageIT {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Pattern PERCENT = Pattern.compile("([0-9.]+) % of the");
@@ -88,9 +93,9 @@ class RuntimeImageIT {
 
   private static Cli.Run cli(String... args) {
     List<String> all = new ArrayList<>(List.of(args));
-    all.add(1, "--plain-http");
-    all.add(2, "--config");
-    all.add(3, flatpull.config().toString());
+    all.add(2, "--plain-http");
+    all.add(3, "--config");
+    all.add(4, flatpull.config().toString());
     return Cli.inProcess(all.toArray(String[]::new));
   }
 
@@ -102,6 +107,7 @@ class RuntimeImageIT {
   }
 
   @Test
+  @Order(1)
   void recordPushRuntimeImage_thenLsAndShowMatchTheTrace_andEveryByteEqualsTheRootFileSystem() throws Exception {
     Trace trace = TraceFile.read(traceA);
     System.out.print(recordA.stderr().lines().filter(l -> l.contains("runtime image")).reduce("", (a, b) -> a + b
@@ -200,6 +206,7 @@ class RuntimeImageIT {
   }
 
   @Test
+  @Order(2)
   void buildCompare_printsTheDefaultModeWithinEightPercent_andThePageModeBesideIt() throws Exception {
     Path out = dir.resolve("a.fpri");
     Cli.Run r = cli("runtime-image", "build", image, "--trace", traceA.toString(), "--out", out.toString(),
@@ -216,6 +223,7 @@ class RuntimeImageIT {
   }
 
   @Test
+  @Order(4)
   void concurrentPushesOfTwoServiceVersions_bothSurvive_andPushingAgainReplaces_rmAndPruneRemove()
       throws Exception {
     assertEquals(0, cli("runtime-image", "rm", "--all", image).exitCode());
@@ -249,9 +257,9 @@ class RuntimeImageIT {
 
   private static Cli.Run launcher(String... args) {
     List<String> all = new ArrayList<>(List.of(args));
-    all.add(1, "--plain-http");
-    all.add(2, "--config");
-    all.add(3, flatpull.config().toString());
+    all.add(2, "--plain-http");
+    all.add(3, "--config");
+    all.add(4, flatpull.config().toString());
     try {
       return Cli.launcher(all.toArray(String[]::new));
     } catch (IOException | InterruptedException e) {
@@ -260,6 +268,7 @@ class RuntimeImageIT {
   }
 
   @Test
+  @Order(3)
   void badInput_throughTheCli_isRefusedWithStatusSevenAndTheReason() throws Exception {
     Path garbage = dir.resolve("garbage.fpri");
     Files.writeString(garbage, "this is not a runtime image, not even close");

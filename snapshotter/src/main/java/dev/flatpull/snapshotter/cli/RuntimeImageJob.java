@@ -65,10 +65,11 @@ final class RuntimeImageJob implements AutoCloseable {
         new SecureRandom()));
   }
 
-  /** The lazily readable layers of {@code manifest}, TOCs fetched in parallel. */
-  Map<Digest, LazyLayer> open(RegistryClient client, ImageManifest manifest) throws IOException {
+  /** The lazily readable layers of {@code manifest} among {@code wanted}, TOCs fetched in parallel. */
+  Map<Digest, LazyLayer> open(RegistryClient client, ImageManifest manifest, java.util.Set<Digest> wanted)
+      throws IOException {
     LayerOpener opener = new LayerOpener(client, config, config.root().resolve("tmp"), pool);
-    List<Descriptor> lazy = manifest.layers().stream().filter(d -> {
+    List<Descriptor> lazy = manifest.layers().stream().filter(d -> wanted.contains(d.digest())).filter(d -> {
       try {
         return LayerFormat.of(d) != LayerFormat.PLAIN;
       } catch (IOException e) {
@@ -126,7 +127,10 @@ final class RuntimeImageJob implements AutoCloseable {
       Optional<Path> out, boolean push, Optional<String> source, boolean compare)
       throws IOException, InterruptedException {
     RegistryClient client = clients.client(ref);
-    Map<Digest, LazyLayer> layers = open(client, manifest);
+    java.util.Set<String> traced = trace.layers().stream().map(l -> l.layerDigest())
+        .collect(java.util.stream.Collectors.toSet());
+    Map<Digest, LazyLayer> layers = open(client, manifest, manifest.layers().stream().map(Descriptor::digest)
+        .filter(d -> traced.contains(d.toString())).collect(java.util.stream.Collectors.toSet()));
     RuntimeImageBuilder.LayerSource sourceOf = d -> layers.get(d.digest());
     RuntimeImageBuilder.Built built = new RuntimeImageBuilder(settings, InstantSource.system(),
         FlatpullCommand.VERSION, progress::println).build(trace, manifest, sourceOf);
@@ -174,7 +178,8 @@ final class RuntimeImageJob implements AutoCloseable {
   RuntimeImageDecoder.Result verify(RuntimeImageFormat.Layout layout, byte[] blob, ImageReference ref,
       ImageManifest manifest) throws IOException {
     Map<Digest, LayerIndex> indexes = new LinkedHashMap<>();
-    open(clients.client(ref), manifest).forEach((d, l) -> indexes.put(d, l.index()));
+    open(clients.client(ref), manifest, layout.index().layers().stream().map(l -> l.digest())
+        .collect(java.util.stream.Collectors.toSet())).forEach((d, l) -> indexes.put(d, l.index()));
     ImageBinding binding = ImageBinding.bind(layout.index(), manifest, indexes);
     return RuntimeImageDecoder.decode(layout, blob, binding, (l, e, c) -> {});
   }
