@@ -5,7 +5,17 @@ package dev.flatpull.fuse;
  * Thread-safe.
  */
 public final class ReadActivity {
+  private final Runnable onYield;
   private int waiting;
+
+  public ReadActivity() {
+    this(() -> {});
+  }
+
+  /** @param onYield runs (on the yielding thread, outside the lock) each time background work starts to wait */
+  public ReadActivity(Runnable onYield) {
+    this.onYield = onYield;
+  }
 
   /** An on-demand read starts waiting for content. */
   public synchronized void begin() {
@@ -21,9 +31,17 @@ public final class ReadActivity {
   }
 
   /** Blocks while any on-demand read is waiting. */
-  public synchronized void awaitIdle() throws InterruptedException {
-    while (waiting > 0) {
-      wait();
+  public void awaitIdle() throws InterruptedException {
+    synchronized (this) {
+      if (waiting == 0) {
+        return;
+      }
+    }
+    onYield.run();
+    synchronized (this) {
+      while (waiting > 0) {
+        wait();
+      }
     }
   }
 }

@@ -62,6 +62,7 @@ class LayerPrefetcherTest {
     ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, 64 * 1024, 1)
         .write(src, dir.resolve("blob"), List.of("lib/part7.so", "lib/part2.so"));
     byte[] blob = Files.readAllBytes(dir.resolve("blob"));
+    layerBlob = blob;
     Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations());
     BlobReader reader = range -> {
       requests.incrementAndGet();
@@ -128,6 +129,78 @@ class LayerPrefetcherTest {
     activity.end();
     t.join(10_000);
     assertTrue(cached("lib/part0.so") && cached("lib/part11.so"));
+  }
+
+  /**
+   * The 30-second stall: background fetching yields while a read waits, and must not hold reservations meanwhile, or
+   * a read of a chunk in its batch waits on that reservation (and counts as a waiting read), so neither moves until
+   * the reservation wait runs out. Deterministic: latches order the steps; the bound on the last read is far below
+   * the reservation wait (60 s here), so on the stalling code it fails.
+   */
+  @Test
+  void background_holdsNoReservationWhileItYields_soAReadOfItsBatchIsNotStalled() throws Exception {
+    PageCache slowCache = PageCache.open(dir.resolve("cache2"),
+        new CacheSettings(Optional.empty(), 64L << 20, 1L << 30, Duration.ofSeconds(60)));
+    java.util.concurrent.CountDownLatch firstFetching = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch releaseFirst = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.CountDownLatch yielded = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.atomic.AtomicBoolean first = new java.util.concurrent.atomic.AtomicBoolean(true);
+    BlobReader plain = range -> layerBlobRange(range);
+    BlobReader gated = range -> {
+      if (first.getAndSet(false)) {
+        firstFetching.countDown();
+        try {
+          releaseFirst.await();
+        } catch (InterruptedException e) {
+          throw new java.io.InterruptedIOException();
+        }
+      }
+      return plain.read(range);
+    };
+    LazyLayer gatedLayer = new LazyLayer(layer.index(), gated, 64 * 1024);
+    ReadActivity activity = new ReadActivity(yielded::countDown);
+    LayerContentReader reader = new LayerContentReader(gatedLayer, slowCache, LayerContentReader.DEFAULT_READAHEAD,
+        activity);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(3);
+    try {
+      var r0 = pool.submit(() -> readWhole(reader, "lib/part0.so"));
+      firstFetching.await();
+      LayerPrefetcher p = new LayerPrefetcher(gatedLayer, slowCache, activity, List.of(), true);
+      var prefetch = pool.submit(p);
+      yielded.await();
+      var r1 = pool.submit(() -> readWhole(reader, "lib/part5.so"));
+      assertArrayEquals(files.get("lib/part5.so"), r1.get(10, java.util.concurrent.TimeUnit.SECONDS),
+          "a read of a chunk of the yielding batch is served at once, not after the reservation wait");
+      releaseFirst.countDown();
+      assertArrayEquals(files.get("lib/part0.so"), r0.get(10, java.util.concurrent.TimeUnit.SECONDS));
+      prefetch.get(10, java.util.concurrent.TimeUnit.SECONDS);
+      for (LayerChunk c : layer.index().entry("lib/part11.so").orElseThrow().chunks()) {
+        assertTrue(slowCache.get(c.digest()).isPresent(), "the background fetch went on afterwards");
+      }
+    } finally {
+      releaseFirst.countDown();
+      pool.shutdownNow();
+      slowCache.close();
+    }
+  }
+
+  private byte[] layerBlob;
+
+  private byte[] layerBlobRange(dev.flatpull.core.ByteRange range) {
+    return Arrays.copyOfRange(layerBlob, (int) range.offset(), (int) range.end());
+  }
+
+  private byte[] readWhole(LayerContentReader reader, String name) throws java.io.IOException {
+    LayerEntry e = layer.index().entry(name).orElseThrow();
+    byte[] got = new byte[(int) e.size()];
+    byte[] buf = new byte[128 * 1024];
+    int off = 0;
+    while (off < got.length) {
+      int n = reader.read(e, off, buf, buf.length);
+      System.arraycopy(buf, 0, got, off, n);
+      off += n;
+    }
+    return got;
   }
 
   @Test
