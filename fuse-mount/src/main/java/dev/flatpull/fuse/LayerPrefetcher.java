@@ -76,40 +76,50 @@ public final class LayerPrefetcher implements Runnable {
   }
 
   private void fetch(List<LayerEntry> files, long batchBytes, boolean yieldToReads) throws IOException, InterruptedException {
-    Map<LayerChunk, Reservation> reserved = new LinkedHashMap<>();
+    List<LayerChunk> batch = new ArrayList<>();
     long size = 0;
     for (LayerEntry f : files) {
       for (LayerChunk c : f.chunks()) {
         if (stopped.get()) {
-          release(reserved);
           return;
         }
         if (c.stored().isEmpty()) {
           continue;
         }
-        var r = cache.reserve(c.digest());
-        if (r.isEmpty()) {
-          continue;
-        }
-        reserved.put(c, r.get());
+        batch.add(c);
         size += c.stored().length();
         if (size >= batchBytes) {
-          flush(reserved, yieldToReads);
+          flush(batch, yieldToReads);
+          batch.clear();
           size = 0;
         }
       }
     }
-    flush(reserved, yieldToReads);
+    flush(batch, yieldToReads);
   }
 
-  /** Fetches every reserved chunk, coalesced across files into as few requests as the layout allows, and fills them. */
-  private void flush(Map<LayerChunk, Reservation> reserved, boolean yieldToReads) throws IOException, InterruptedException {
+  /**
+   * Reserves the chunks of a batch that no one has cached or is fetching, fetches them coalesced across files into as
+   * few requests as the layout allows, and fills them. Yielding to on-demand reads happens before anything is
+   * reserved: a read that needs a chunk of this batch meanwhile must find it free to fetch itself, not reserved by a
+   * fetch that waits for that very read to end.
+   */
+  private void flush(List<LayerChunk> batch, boolean yieldToReads) throws IOException, InterruptedException {
+    if (batch.isEmpty()) {
+      return;
+    }
+    if (yieldToReads) {
+      activity.awaitIdle();
+    }
+    Map<LayerChunk, Reservation> reserved = new LinkedHashMap<>();
     try {
+      for (LayerChunk c : batch) {
+        if (!reserved.containsKey(c)) {
+          cache.reserve(c.digest()).ifPresent(r -> reserved.put(c, r));
+        }
+      }
       if (reserved.isEmpty()) {
         return;
-      }
-      if (yieldToReads) {
-        activity.awaitIdle();
       }
       List<LayerChunk> wanted = new ArrayList<>(reserved.keySet());
       Map<LayerChunk, VerifiedContent> got = layer.fetchChunks(wanted);
@@ -119,13 +129,8 @@ public final class LayerPrefetcher implements Runnable {
         bytes.add(c.size());
       }
     } finally {
-      release(reserved);
+      reserved.values().forEach(Reservation::abandon);
     }
-  }
-
-  private static void release(Map<LayerChunk, Reservation> reserved) {
-    reserved.values().forEach(Reservation::abandon);
-    reserved.clear();
   }
 
   /** Stops after the batch in flight. */
