@@ -28,11 +28,27 @@ public final class LayerFileSystem extends FuseStubFS {
   private final LayerTree tree;
   private final LayerContentReader reader;
   private final FuseEvents events;
+  private final java.util.concurrent.CompletableFuture<Void> initialized = new java.util.concurrent.CompletableFuture<>();
 
   public LayerFileSystem(LayerTree tree, LayerContentReader reader, FuseEvents events) {
     this.tree = tree;
     this.reader = reader;
     this.events = events;
+  }
+
+  /**
+   * libfuse calls {@code init} once the kernel has sent FUSE_INIT for the new mount: from then on the mount serves.
+   * {@link LayerMount} waits for it instead of a fixed delay.
+   */
+  @Override
+  public Pointer init(Pointer conn) {
+    initialized.complete(null);
+    return null;
+  }
+
+  /** Completes when libfuse has initialised the mount (see {@link #init}). */
+  java.util.concurrent.CompletableFuture<Void> initialized() {
+    return initialized;
   }
 
   @FunctionalInterface

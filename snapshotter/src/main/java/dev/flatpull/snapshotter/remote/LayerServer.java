@@ -60,6 +60,14 @@ public final class LayerServer implements AutoCloseable {
     this.settings = config.snapshotter();
     this.clients = RegistryClients.create(config, fetched);
     this.cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache());
+    long started = System.nanoTime();
+    try {
+      // The first mount of a process pays for binding libfuse; pay it now, not in a container's first Prepare.
+      LayerMount.warmUp(config.root().resolve("fuse-warmup"));
+      LOG.info(String.format("FUSE warmed up in %.0f ms", (System.nanoTime() - started) / 1e6));
+    } catch (IOException e) {
+      LOG.warning("FUSE warm-up failed (the first mount will be slower): " + e);
+    }
   }
 
   /** Mounts a layer lazily at {@code mountPoint}; an existing mount of the same layer there is kept. */
