@@ -32,6 +32,19 @@ public final class FlatpullDaemon implements AutoCloseable {
    * daemon; {@code extraToml} is appended to the {@code [snapshotter]} table.
    */
   public static FlatpullDaemon start(String extraToml) throws IOException, InterruptedException {
+    return start(extraToml, false);
+  }
+
+  /**
+   * A daemon with flatpull's default fetching (landmark prefetch and background fetch on), as users run it; only
+   * what the test harness needs (plain HTTP, short retries, its own root and sockets) differs from the defaults.
+   */
+  public static FlatpullDaemon startWithDefaultFetching() throws IOException, InterruptedException {
+    return start("", true);
+  }
+
+  private static FlatpullDaemon start(String extraToml, boolean defaultFetching)
+      throws IOException, InterruptedException {
     Processes.requireFuse();
     Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "fp-");
     Path socket = dir.resolve("flatpull.sock");
@@ -49,9 +62,10 @@ public final class FlatpullDaemon implements AutoCloseable {
         [snapshotter]
         socket = "%s"
         fuse_manager_socket = "%s"
-        background_fetch = false
         %s
-        """.formatted(dir.resolve("root"), socket, managerSocket, extraToml));
+        %s
+        """.formatted(dir.resolve("root"), socket, managerSocket, defaultFetching ? "" : "background_fetch = false",
+        extraToml));
     FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
     d.start();
     return d;

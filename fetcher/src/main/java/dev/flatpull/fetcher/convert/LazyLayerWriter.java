@@ -402,6 +402,7 @@ public final class LazyLayerWriter {
     Map<String, String> annotations = new LinkedHashMap<>();
     annotations.put(LayerFormat.ESTARGZ_TOC_DIGEST, tocDigest.toString());
     annotations.put(LayerFormat.ESTARGZ_UNCOMPRESSED_SIZE, Long.toString(uncompressed));
+    annotations.put(LayerFormat.ESTARGZ_TOC_OFFSET, Long.toString(tocOffset));
     return result(out, tocDigest, annotations);
   }
 

@@ -38,6 +38,10 @@ public final class EstargzToc {
       throw new LayerFormatException(name + ": blob of " + size + " bytes is too small for a footer");
     }
     long windowStart = size - Math.min(size, TAIL_WINDOW);
+    long annotated = layer.annotation(LayerFormat.ESTARGZ_TOC_OFFSET).map(EstargzToc::offsetOrMinusOne).orElse(-1L);
+    if (annotated >= 0 && annotated < windowStart && size - annotated <= limits.maxTocBytes()) {
+      windowStart = annotated;
+    }
     byte[] tail = blob.read(ByteRange.between(windowStart, size));
     int footerSize = FOOTER_SIZE;
     long tocOffset = size >= FOOTER_SIZE ? parseFooter(tail, tail.length - FOOTER_SIZE, true) : -1;
@@ -72,6 +76,14 @@ public final class EstargzToc {
     }
     return TocParser.parse(
         json, name, LayerFormat.ESTARGZ, layer.digest(), Optional.of(expected), ChunkCompression.GZIP, tocOffset, limits);
+  }
+
+  private static long offsetOrMinusOne(String text) {
+    try {
+      return Long.parseLong(text);
+    } catch (NumberFormatException e) {
+      return -1;
+    }
   }
 
   private static Digest annotatedDigest(Descriptor layer, String name) throws LayerFormatException {

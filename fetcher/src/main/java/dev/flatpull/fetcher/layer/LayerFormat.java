@@ -16,6 +16,12 @@ public enum LayerFormat {
 
   public static final String ESTARGZ_TOC_DIGEST = "containerd.io/snapshot/stargz/toc.digest";
   public static final String ESTARGZ_UNCOMPRESSED_SIZE = "io.containers.estargz.uncompressed-size";
+  /**
+   * Where flatpull's converter put an eStargz layer's TOC, so that a reader fetches TOC and footer in one request
+   * whatever the TOC's size (a TOC of 16 KiB chunks is about 1 MiB). A wrong value costs only a retry through the
+   * footer: the TOC is verified against its digest either way.
+   */
+  public static final String ESTARGZ_TOC_OFFSET = "dev.flatpull.estargz.toc-offset";
   public static final String ZSTD_CHUNKED_MANIFEST_CHECKSUM = "io.github.containers.zstd-chunked.manifest-checksum";
   public static final String ZSTD_CHUNKED_MANIFEST_POSITION = "io.github.containers.zstd-chunked.manifest-position";
   public static final String ZSTD_CHUNKED_TARSPLIT_CHECKSUM = "io.github.containers.zstd-chunked.tarsplit-checksum";

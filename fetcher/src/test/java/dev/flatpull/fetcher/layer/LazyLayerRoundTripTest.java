@@ -23,6 +23,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.GZIPInputStream;
 import org.apache.commons.compress.archivers.tar.TarArchiveEntry;
 import org.apache.commons.compress.archivers.tar.TarArchiveInputStream;
+import dev.flatpull.fetcher.oci.Descriptor;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -127,6 +129,33 @@ class LazyLayerRoundTripTest {
     assertArrayEquals(java.util.Arrays.copyOfRange(tar.item("usr/bin/big").content(), 1_000_000, 1_000_100), buf);
     assertEquals(1, layer.requests.get());
     assertTrue(layer.bytesServed.get() < 2 * CHUNK, "one chunk's worth, not the file: " + layer.bytesServed.get());
+  }
+
+  @Test
+  void anEstargzTocLargerThanTheTailWindow_opensInOneRequest_whereTheConverterAnnotatedItsOffset() throws Exception {
+    // 8 MB in 4 KiB chunks: a TOC of thousands of entries, far beyond the 64 KiB tail window.
+    SampleTar tar = new SampleTar(5, 8_000_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, LayerFormat.ESTARGZ, 4096, List.of(), dir);
+    assertTrue(layer.descriptor.annotations().containsKey(LayerFormat.ESTARGZ_TOC_OFFSET));
+    layer.requests.set(0);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    assertEquals(1, layer.requests.get(), "footer and TOC in one range");
+    assertTrue(index.chunkCount() > 1900, "chunks: " + index.chunkCount());
+
+    var withoutOffset = new java.util.HashMap<>(layer.descriptor.annotations());
+    withoutOffset.remove(LayerFormat.ESTARGZ_TOC_OFFSET);
+    Descriptor plain = new Descriptor(layer.descriptor.mediaType(), layer.descriptor.digest(), layer.descriptor.size(),
+        withoutOffset);
+    layer.requests.set(0);
+    EstargzToc.read(plain, layer.reader(), FetchLimits.DEFAULTS);
+    assertEquals(2, layer.requests.get(), "ctr-remote's layers: the tail window, then the rest of the TOC");
+
+    var wrong = new java.util.HashMap<>(layer.descriptor.annotations());
+    wrong.put(LayerFormat.ESTARGZ_TOC_OFFSET, "12");
+    Descriptor misleading = new Descriptor(layer.descriptor.mediaType(), layer.descriptor.digest(),
+        layer.descriptor.size(), wrong);
+    assertEquals(index.chunkCount(), EstargzToc.read(misleading, layer.reader(), FetchLimits.DEFAULTS).chunkCount(),
+        "a wrong offset costs bytes, never correctness: the footer and the TOC digest decide");
   }
 
   @ParameterizedTest

@@ -39,9 +39,17 @@ public final class FlatpullCommand implements Runnable {
     new CommandLine(this).usage(System.out);
   }
 
+  /**
+   * Netty warns on every unix-socket channel that {@code SO_KEEPALIVE} does not apply to it (harmless, see
+   * docs/development.md); held here because java.util.logging forgets the level of a logger nobody references.
+   */
+  private static final java.util.logging.Logger NETTY_BOOTSTRAP =
+      java.util.logging.Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap");
+
   public static void main(String[] args) {
     // One line per record: daemons' logs are read with journalctl and grep.
     System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tFT%1$tT.%1$tL %4$s %3$s: %5$s%6$s%n");
+    NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
     System.exit(execute(args));
   }
 

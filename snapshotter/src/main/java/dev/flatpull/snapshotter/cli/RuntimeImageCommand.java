@@ -162,12 +162,16 @@ final class RuntimeImageCommand implements Runnable {
     return Math.max(0, d.toMinutes()) + "m";
   }
 
+  /** Whether {@code r} is of the service version whose key starts with {@code key} (with or without "sha256:"). */
+  static boolean ofService(RuntimeImageArtifact r, String key) {
+    return r.serviceKey().startsWith(key) || r.serviceKey().startsWith("sha256:" + key);
+  }
+
   /** The runtime image of {@code subject} that {@code service} names (a key prefix), else the newest. */
   static RuntimeImageArtifact select(List<RuntimeImageArtifact> listed, String service, String image)
       throws FileNotFoundException {
-    List<RuntimeImageArtifact> matching = listed.stream()
-        .filter(r -> service == null || r.serviceKey().startsWith(service) || r.serviceKey().startsWith("sha256:"
-            + service)).toList();
+    List<RuntimeImageArtifact> matching = listed.stream().filter(r -> service == null || ofService(r, service))
+        .toList();
     if (matching.isEmpty()) {
       throw new FileNotFoundException("no runtime image of " + image + (service == null ? "" : " for service " + service));
     }
@@ -295,8 +299,7 @@ final class RuntimeImageCommand implements Runnable {
       if (all == (service != null)) {
         throw new IllegalArgumentException("give exactly one of --service KEY and --all");
       }
-      return RuntimeImageCommand.remove(global, reference, r -> all || r.serviceKey().startsWith(service)
-          || r.serviceKey().startsWith("sha256:" + service));
+      return RuntimeImageCommand.remove(global, reference, r -> all || ofService(r, service));
     }
   }
 

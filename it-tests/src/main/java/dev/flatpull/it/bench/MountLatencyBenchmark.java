@@ -1,0 +1,79 @@
+package dev.flatpull.it.bench;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.FetchLimits;
+import dev.flatpull.fetcher.convert.ConvertedLayer;
+import dev.flatpull.fetcher.convert.LazyLayerWriter;
+import dev.flatpull.fetcher.layer.BlobReader;
+import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.tar.TarHeader;
+import dev.flatpull.fetcher.tar.TarWriter;
+import dev.flatpull.fuse.FuseEvents;
+import dev.flatpull.fuse.LayerContentReader;
+import dev.flatpull.fuse.LayerFileSystem;
+import dev.flatpull.fuse.LayerMount;
+import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.it.Processes;
+import dev.flatpull.pagecache.PageCache;
+import java.io.ByteArrayOutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Time from a verified layer index to a mounted tree, for the first mount of a process and for later ones, with and
+ * (argument {@code warm}) without {@link LayerMount#warmUp} first, and the first read through each mount. Needs root
+ * and FUSE. Run with {@code bin/benchmark-mount-latency [warm]}.
+ */
+public final class MountLatencyBenchmark {
+  private MountLatencyBenchmark() {}
+
+  public static void main(String[] args) throws Exception {
+    Processes.requireFuse();
+    Path dir = Files.createTempDirectory("flatpull-mount-latency");
+    try {
+      ByteArrayOutputStream tar = new ByteArrayOutputStream();
+      for (int i = 0; i < 100; i++) {
+        byte[] b = ("file " + i + "\n").getBytes();
+        TarWriter.writeHeader(tar, TarHeader.regular("f" + i, b.length, 0644, Instant.EPOCH));
+        tar.write(b);
+        TarWriter.pad(tar, b.length);
+      }
+      TarWriter.writeEnd(tar);
+      Files.write(dir.resolve("layer.tar"), tar.toByteArray());
+      ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 6)
+          .write(dir.resolve("layer.tar"), dir.resolve("layer.blob"), List.of());
+      byte[] blob = Files.readAllBytes(dir.resolve("layer.blob"));
+      Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations());
+      BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
+      LazyLayer lazy = new LazyLayer(EstargzToc.read(d, r, FetchLimits.DEFAULTS), r, 64 << 10);
+      try (PageCache cache = PageCache.open(dir.resolve("cache"), CacheSettings.DEFAULTS)) {
+        if (args.length > 0 && args[0].equals("warm")) {
+          long w = System.nanoTime();
+          LayerMount.warmUp(dir.resolve("warm-up"));
+          System.out.printf(Locale.ROOT, "warm-up: %.1f ms%n", (System.nanoTime() - w) / 1e6);
+        }
+        for (int i = 0; i < 5; i++) {
+          long t0 = System.nanoTime();
+          try (LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
+              new LayerContentReader(lazy, cache), FuseEvents.NONE), dir.resolve("m" + i))) {
+            long t1 = System.nanoTime();
+            Files.readString(m.mountPoint().resolve("f7"));
+            long t2 = System.nanoTime();
+            System.out.printf(Locale.ROOT, "mount %d: %.1f ms to a mounted tree, first read %.1f ms%n", i,
+                (t1 - t0) / 1e6, (t2 - t1) / 1e6);
+          }
+        }
+      }
+    } finally {
+      Processes.deleteTree(dir);
+    }
+  }
+}
