@@ -31,12 +31,18 @@ public final class ContainerdServer implements AutoCloseable {
 
   /** Starts containerd with flatpull's socket as proxy snapshotter plugin "flatpull". */
   public static ContainerdServer withFlatpull(Path flatpullSocket) throws IOException, InterruptedException {
+    return withProxySnapshotter("flatpull", flatpullSocket);
+  }
+
+  /** Starts containerd with the snapshotter at {@code socket} as proxy snapshotter plugin {@code name}. */
+  public static ContainerdServer withProxySnapshotter(String name, Path socket)
+      throws IOException, InterruptedException {
     return start("""
         [proxy_plugins]
-          [proxy_plugins.flatpull]
+          [proxy_plugins.%s]
             type = "snapshot"
             address = "%s"
-        """.formatted(flatpullSocket));
+        """.formatted(name, socket));
   }
 
   private static ContainerdServer start(String extraToml) throws IOException, InterruptedException {

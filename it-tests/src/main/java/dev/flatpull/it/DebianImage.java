@@ -29,6 +29,19 @@ public final class DebianImage {
     return rootfs("flatpull-it-debian-" + SUITE + "-python3", List.of("--include=python3"));
   }
 
+  /** The minbase root file system with nginx-light, built on first use under the temporary directory. */
+  public static Path nginxRootfs() throws IOException, InterruptedException {
+    return rootfs("flatpull-it-debian-" + SUITE + "-nginx", List.of("--include=nginx-light"));
+  }
+
+  /** Pushes a root file system as a one-layer gzip image {@code REGISTRY/REPOSITORY:TAG}. */
+  public static ImageReference pushRootfs(Path rootfs, String registry, String repository, String tag)
+      throws IOException, InterruptedException {
+    ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
+    ImagePusher.push(ref, List.of(new ImagePusher.Layer(tar(rootfs), true)));
+    return ref;
+  }
+
   /**
    * Pushes the python3 image and converts it to eStargz with {@code flatpull convert}; returns
    * {@code REGISTRY/REPOSITORY:esgz} (the plain image stays as {@code :plain}).
@@ -67,9 +80,7 @@ public final class DebianImage {
    */
   public static ImageReference pushPython(String registry, String repository, String tag)
       throws IOException, InterruptedException {
-    ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
-    ImagePusher.push(ref, List.of(new ImagePusher.Layer(tar(pythonRootfs()), true)));
-    return ref;
+    return pushRootfs(pythonRootfs(), registry, repository, tag);
   }
 
   /** Builds and pushes the image as {@code REGISTRY/REPOSITORY:TAG}. */

@@ -46,10 +46,13 @@ public final class FlatpullCommand implements Runnable {
   private static final java.util.logging.Logger NETTY_BOOTSTRAP =
       java.util.logging.Logger.getLogger("io.grpc.netty.shaded.io.netty.bootstrap");
 
+  static {
+    NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
+  }
+
   public static void main(String[] args) {
     // One line per record: daemons' logs are read with journalctl and grep.
     System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tFT%1$tT.%1$tL %4$s %3$s: %5$s%6$s%n");
-    NETTY_BOOTSTRAP.setLevel(java.util.logging.Level.SEVERE);
     System.exit(execute(args));
   }
 

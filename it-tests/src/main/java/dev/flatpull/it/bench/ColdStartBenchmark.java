@@ -1,0 +1,295 @@
+package dev.flatpull.it.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.it.Cli;
+import dev.flatpull.it.ContainerdServer;
+import dev.flatpull.it.DebianImage;
+import dev.flatpull.it.FlatpullDaemon;
+import dev.flatpull.it.LinkEmulator;
+import dev.flatpull.it.Processes;
+import dev.flatpull.it.RegistryServer;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Cold-start readiness through containerd over an emulated registry link ({@link LinkEmulator}), side by side in one
+ * run: containerd's own full pull onto overlayfs, flatpull's lazy pull (default configuration, and with background
+ * fetch off), and stargz-snapshotter 0.12 when its daemon binary is given. Each measurement is a true cold start:
+ * fresh containerd and snapshotter state, fresh page cache, kernel caches dropped, the snapshotter's daemons already
+ * running; timed from the pull's start to readiness. Repetition is the outer loop, so drift hits every mode alike.
+ *
+ * <pre>
+ *   bin/benchmark-coldstart [--images python,http] [--link 20ms/200mbit]... [--runs 3]
+ *                           [--modes overlayfs,lazy,lazy-nobg,stargz] [--stargz BINARY] [--out DIR]
+ * </pre>
+ *
+ * Images, built from Debian's packages once and cached: {@code python} (Debian + python3; ready when
+ * {@code python3 -c "import json, http.server, email.parser, urllib.request, decimal, logging, argparse"} exits)
+ * and {@code http} (Debian + nginx-light; ready at the first HTTP 200 on port 80). Both converted to eStargz by
+ * {@code flatpull convert} (its default chunking), which stargz-snapshotter reads too.
+ */
+public final class ColdStartBenchmark {
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final List<String> PYTHON = List.of("/usr/bin/python3", "-c",
+      "import json, http.server, email.parser, urllib.request, decimal, logging, argparse");
+
+  private ColdStartBenchmark() {}
+
+  /** One measured cold start. */
+  record Result(int run, String image, String link, String mode, long pullMillis, long readyMillis,
+      long requests, long bytesDown, long connections, Map<String, Long> byKind) {}
+
+  public static void main(String[] args) throws Exception {
+    List<String> images = List.of("python", "http");
+    List<String> links = new ArrayList<>();
+    List<String> modes = new ArrayList<>(List.of("overlayfs", "lazy", "lazy-nobg"));
+    int runs = 3;
+    Path stargz = null;
+    Path out = Path.of("it-tests/target/coldstart");
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--images" -> images = List.of(args[++i].split(","));
+        case "--link" -> links.add(args[++i]);
+        case "--runs" -> runs = Integer.parseInt(args[++i]);
+        case "--modes" -> modes = new ArrayList<>(List.of(args[++i].split(",")));
+        case "--stargz" -> stargz = Path.of(args[++i]);
+        case "--out" -> out = Path.of(args[++i]);
+        default -> throw new IllegalArgumentException("unknown argument " + args[i]);
+      }
+    }
+    if (links.isEmpty()) {
+      links.add("20ms/200mbit");
+    }
+    if (stargz != null && !modes.contains("stargz")) {
+      modes.add("stargz");
+    }
+    if (stargz == null) {
+      modes.remove("stargz");
+    }
+    Files.createDirectories(out);
+    Processes.require("runc");
+    List<Result> results = new ArrayList<>();
+    try (RegistryServer registry = RegistryServer.start();
+        LinkEmulator link = LinkEmulator.start(registry.address(), LinkEmulator.Link.parse(links.get(0)))) {
+      Map<String, String> repos = new LinkedHashMap<>();
+      for (String image : images) {
+        Path rootfs = image.equals("python") ? DebianImage.pythonRootfs() : DebianImage.nginxRootfs();
+        progress("pushing the " + image + " image and converting it to eStargz");
+        ImageReference plain = DebianImage.pushRootfs(rootfs, registry.address(), "bench/" + image, "plain");
+        Cli.Run c = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(),
+            plain.withTag("esgz").toString());
+        if (c.exitCode() != 0) {
+          throw new IOException("convert failed: " + c.stderr());
+        }
+        repos.put(image, "bench/" + image);
+      }
+      for (int run = 1; run <= runs; run++) {
+        for (String l : links) {
+          link.setLink(LinkEmulator.Link.parse(l));
+          for (String image : images) {
+            for (String mode : modes) {
+              progress(String.format("run %d/%d, %s, %s, %s", run, runs, l, image, mode));
+              Result r = measure(run, image, l, mode, link, link.address() + "/" + repos.get(image), stargz);
+              progress(String.format(Locale.ROOT, "  ready after %.2f s (pull %.2f s), %d requests, %.1f MB",
+                  r.readyMillis() / 1000.0, r.pullMillis() / 1000.0, r.requests(), r.bytesDown() / 1e6));
+              results.add(r);
+              Files.writeString(out.resolve("results.jsonl"), JSON.writeValueAsString(r) + "\n",
+                  java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+            }
+          }
+        }
+      }
+      Files.writeString(out.resolve("requests.log"), link.logText());
+    }
+    String table = table(results, images, links, modes);
+    Files.writeString(out.resolve("results.md"), table);
+    System.out.print(table);
+  }
+
+  private static Result measure(int run, String image, String linkName, String mode, LinkEmulator link,
+      String repo, Path stargz) throws Exception {
+    String tag = mode.equals("overlayfs") ? "plain" : "esgz";
+    String ref = repo + ":" + tag;
+    String id = "bench-" + run + "-" + mode;
+    List<AutoCloseable> cleanup = new ArrayList<>();
+    Process stargzProcess = null;
+    Path stargzRoot = null;
+    try {
+      ContainerdServer containerd;
+      String snapshotter;
+      switch (mode) {
+        case "overlayfs" -> {
+          containerd = ContainerdServer.start();
+          snapshotter = "overlayfs";
+        }
+        case "lazy", "lazy-nobg" -> {
+          FlatpullDaemon d = mode.equals("lazy") ? FlatpullDaemon.startWithDefaultFetching() : FlatpullDaemon.start("");
+          cleanup.add(d);
+          awaitManager(d);
+          containerd = ContainerdServer.withFlatpull(d.socket());
+          snapshotter = "flatpull";
+        }
+        case "stargz" -> {
+          stargzRoot = Files.createTempDirectory(Path.of("/var/tmp"), "stargz-");
+          Path socket = stargzRoot.resolve("stargz.sock");
+          stargzProcess = new ProcessBuilder(stargz.toString(), "--root", stargzRoot.resolve("root").toString(),
+              "--address", socket.toString(), "--log-level", "warn").redirectErrorStream(true)
+              .redirectOutput(stargzRoot.resolve("stargz.log").toFile()).start();
+          for (int i = 0; i < 100 && !Files.exists(socket); i++) {
+            Thread.sleep(100);
+          }
+          containerd = ContainerdServer.withProxySnapshotter("stargz", socket);
+          snapshotter = "stargz";
+        }
+        default -> throw new IllegalArgumentException("unknown mode " + mode);
+      }
+      cleanup.add(0, containerd);
+      dropCaches();
+      link.mark();
+      long t0 = System.nanoTime();
+      if (snapshotter.equals("overlayfs")) {
+        containerd.ctrOk("image", "pull", "--plain-http", ref);
+      } else {
+        containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", snapshotter, ref);
+      }
+      long t1 = System.nanoTime();
+      if (image.equals("python")) {
+        List<String> cmd = new ArrayList<>(List.of("run", "--rm", "--snapshotter", snapshotter, ref, id));
+        cmd.addAll(PYTHON);
+        containerd.ctrOk(cmd.toArray(String[]::new));
+      } else {
+        containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", snapshotter, ref, id, "/usr/sbin/nginx", "-g",
+            "daemon off;");
+        awaitHttp200(Duration.ofSeconds(120));
+      }
+      long t2 = System.nanoTime();
+      LinkEmulator.Counts counts = link.sinceMark();
+      if (image.equals("http")) {
+        containerd.removeContainer(id);
+      }
+      Map<String, Long> byKind = new LinkedHashMap<>();
+      counts.requests().forEach(r -> byKind.merge(r.kind(), 1L, Long::sum));
+      return new Result(run, image, linkName, mode, (t1 - t0) / 1_000_000, (t2 - t0) / 1_000_000,
+          counts.requests().size(), counts.bytesDown(), counts.connections(), byKind);
+    } finally {
+      for (AutoCloseable c : cleanup) {
+        try {
+          c.close();
+        } catch (Exception e) {
+          progress("  cleanup: " + e);
+        }
+      }
+      if (stargzProcess != null) {
+        stargzProcess.destroy();
+        stargzProcess.waitFor();
+        for (String m : Files.readAllLines(Path.of("/proc/self/mounts"))) {
+          String target = m.split(" ")[1];
+          if (target.startsWith(stargzRoot.toString())) {
+            Processes.run(List.of("umount", "-l", target), 10);
+          }
+        }
+        Processes.deleteTree(stargzRoot);
+      }
+    }
+  }
+
+  private static void awaitManager(FlatpullDaemon d) throws Exception {
+    Path log = d.root().resolve("fuse-manager.log");
+    for (int i = 0; i < 300; i++) {
+      if (Files.exists(log) && Files.readString(log).contains(": serving ")) {
+        return;
+      }
+      Thread.sleep(100);
+    }
+    throw new IOException("the FUSE manager did not start: " + d.log());
+  }
+
+  private static void awaitHttp200(Duration timeout) throws Exception {
+    HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (System.nanoTime() < deadline) {
+      try {
+        HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:80/"))
+            .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.discarding());
+        if (r.statusCode() == 200) {
+          return;
+        }
+      } catch (IOException notYet) {
+        // Not listening yet.
+      }
+      Thread.sleep(20);
+    }
+    throw new IOException("no HTTP 200 on port 80 within " + timeout);
+  }
+
+  private static void dropCaches() throws Exception {
+    Processes.run(List.of("sync"), 60);
+    Files.writeString(Path.of("/proc/sys/vm/drop_caches"), "3");
+  }
+
+  private static void progress(String line) {
+    System.err.println(line);
+  }
+
+  private static String table(List<Result> results, List<String> images, List<String> links, List<String> modes) {
+    StringBuilder b = new StringBuilder();
+    b.append("| image | link | mode | time to ready, median (min-max) | pull phase, median | vs overlayfs |")
+        .append(modes.contains("stargz") ? " vs stargz |" : "")
+        .append(" requests before ready | MB before ready |\n");
+    b.append("|---|---|---|---|---|---|").append(modes.contains("stargz") ? "---|" : "").append("---|---|\n");
+    for (String image : images) {
+      for (String link : links) {
+        Map<String, Long> median = new LinkedHashMap<>();
+        for (String mode : modes) {
+          median.put(mode, median(select(results, image, link, mode).stream().map(Result::readyMillis).toList()));
+        }
+        for (String mode : modes) {
+          List<Result> rs = select(results, image, link, mode);
+          if (rs.isEmpty()) {
+            continue;
+          }
+          long ready = median.get(mode);
+          long min = rs.stream().mapToLong(Result::readyMillis).min().orElse(0);
+          long max = rs.stream().mapToLong(Result::readyMillis).max().orElse(0);
+          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %.2f s (%.2f-%.2f) | %.2f s | %.2fx |", image, link,
+              mode, ready / 1000.0, min / 1000.0, max / 1000.0,
+              median(rs.stream().map(Result::pullMillis).toList()) / 1000.0,
+              median.getOrDefault("overlayfs", 0L) / (double) ready));
+          if (modes.contains("stargz")) {
+            b.append(String.format(Locale.ROOT, " %.2fx |", median.getOrDefault("stargz", 0L) / (double) ready));
+          }
+          b.append(String.format(Locale.ROOT, " %d | %.1f |%n",
+              median(rs.stream().map(Result::requests).toList()),
+              median(rs.stream().map(Result::bytesDown).toList()) / 1e6));
+        }
+      }
+    }
+    return b.toString();
+  }
+
+  private static List<Result> select(List<Result> results, String image, String link, String mode) {
+    return results.stream().filter(r -> r.image().equals(image) && r.link().equals(link) && r.mode().equals(mode))
+        .toList();
+  }
+
+  private static long median(List<Long> values) {
+    if (values.isEmpty()) {
+      return 0;
+    }
+    List<Long> sorted = new ArrayList<>(values);
+    sorted.sort(null);
+    return sorted.get(sorted.size() / 2);
+  }
+}
