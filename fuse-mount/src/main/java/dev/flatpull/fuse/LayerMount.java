@@ -96,28 +96,6 @@ public final class LayerMount implements AutoCloseable {
   private static final long MOUNT_TIMEOUT_SECONDS = 30;
 
   /**
-   * Mounts and unmounts an empty layer under {@code workDir}, so that a process's first real mount is as fast as its
-   * later ones: the first mount of a JVM pays for loading libfuse and generating jnr-ffi's bindings (about 180 ms
-   * here, against about 13 ms for a later mount). A long-lived server calls it once at start.
-   */
-  public static void warmUp(Path workDir) throws IOException {
-    Files.createDirectories(workDir);
-    Path tar = workDir.resolve("empty.tar");
-    Files.write(tar, new byte[1024]);
-    dev.flatpull.core.Digest digest = dev.flatpull.core.Digest.sha256(new byte[1024]);
-    dev.flatpull.fetcher.oci.Descriptor d = new dev.flatpull.fetcher.oci.Descriptor(
-        dev.flatpull.fetcher.oci.MediaTypes.OCI_LAYER, digest, 1024, java.util.Map.of());
-    dev.flatpull.fetcher.layer.LazyLayer empty = dev.flatpull.fetcher.layer.PlainLayerIndexer.open(d, tar,
-        workDir.resolve("empty.indexed.tar"), dev.flatpull.config.FetchLimits.DEFAULTS);
-    Path at = workDir.resolve("mount");
-    try (LayerMount m = mount(new LayerFileSystem(LayerTree.of(empty.index()), null, FuseEvents.NONE), at)) {
-      try (var entries = Files.newDirectoryStream(m.mountPoint())) {
-        entries.iterator().hasNext();
-      }
-    }
-  }
-
-  /**
    * Unmounts a mount point whose FUSE server died ("Transport endpoint is not connected"). A dead server's mount root
    * may still answer stat, so the check lists the directory.
    */

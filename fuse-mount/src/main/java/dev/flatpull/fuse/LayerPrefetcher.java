@@ -25,7 +25,7 @@ import java.util.concurrent.atomic.LongAdder;
 public final class LayerPrefetcher implements Runnable {
   private static final System.Logger LOG = System.getLogger(LayerPrefetcher.class.getName());
   private static final long PRIORITY_BATCH = 32L << 20;
-  private static final long BACKGROUND_BATCH = 8L << 20;
+  private static final long BACKGROUND_BATCH = 1L << 20;
 
   private final LazyLayer layer;
   private final PageCache cache;

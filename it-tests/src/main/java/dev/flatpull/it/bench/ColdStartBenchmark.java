@@ -179,6 +179,13 @@ public final class ColdStartBenchmark {
       if (image.equals("http")) {
         containerd.removeContainer(id);
       }
+      for (AutoCloseable c : cleanup) {
+        if (c instanceof FlatpullDaemon d) {
+          // Where the FUSE manager's part of the pull went (TOC, tree, mount), for the progress log.
+          Path log = d.root().resolve("fuse-manager.log");
+          Files.readAllLines(log).stream().filter(l -> l.contains("TOC fetched")).forEach(l -> progress("  " + l));
+        }
+      }
       Map<String, Long> byKind = new LinkedHashMap<>();
       counts.requests().forEach(r -> byKind.merge(r.kind(), 1L, Long::sum));
       return new Result(run, image, linkName, mode, (t1 - t0) / 1_000_000, (t2 - t0) / 1_000_000,
@@ -263,12 +270,12 @@ public final class ColdStartBenchmark {
           long ready = median.get(mode);
           long min = rs.stream().mapToLong(Result::readyMillis).min().orElse(0);
           long max = rs.stream().mapToLong(Result::readyMillis).max().orElse(0);
-          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %.2f s (%.2f-%.2f) | %.2f s | %.2fx |", image, link,
+          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %.2f s (%.2f-%.2f) | %.2f s | %s |", image, link,
               mode, ready / 1000.0, min / 1000.0, max / 1000.0,
               median(rs.stream().map(Result::pullMillis).toList()) / 1000.0,
-              median.getOrDefault("overlayfs", 0L) / (double) ready));
+              ratio(median.get("overlayfs"), ready)));
           if (modes.contains("stargz")) {
-            b.append(String.format(Locale.ROOT, " %.2fx |", median.getOrDefault("stargz", 0L) / (double) ready));
+            b.append(" " + ratio(median.get("stargz"), ready) + " |");
           }
           b.append(String.format(Locale.ROOT, " %d | %.1f |%n",
               median(rs.stream().map(Result::requests).toList()),
@@ -277,6 +284,12 @@ public final class ColdStartBenchmark {
       }
     }
     return b.toString();
+  }
+
+  /** How many times faster than {@code baseline} a median of {@code millis} is; "-" when not measured. */
+  private static String ratio(Long baseline, long millis) {
+    return baseline == null || baseline == 0 || millis == 0 ? "-"
+        : String.format(Locale.ROOT, "%.2fx", baseline / (double) millis);
   }
 
   private static List<Result> select(List<Result> results, String image, String link, String mode) {

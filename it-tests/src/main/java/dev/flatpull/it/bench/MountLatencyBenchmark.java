@@ -29,7 +29,7 @@ import java.util.Locale;
 
 /**
  * Time from a verified layer index to a mounted tree, for the first mount of a process and for later ones, with and
- * (argument {@code warm}) without {@link LayerMount#warmUp} first, and the first read through each mount. Needs root
+ * (argument {@code warm}) without the FUSE manager's warm-up first, and the first read through each mount. Needs root
  * and FUSE. Run with {@code bin/benchmark-mount-latency [warm]}.
  */
 public final class MountLatencyBenchmark {
@@ -57,7 +57,7 @@ public final class MountLatencyBenchmark {
       try (PageCache cache = PageCache.open(dir.resolve("cache"), CacheSettings.DEFAULTS)) {
         if (args.length > 0 && args[0].equals("warm")) {
           long w = System.nanoTime();
-          LayerMount.warmUp(dir.resolve("warm-up"));
+          dev.flatpull.snapshotter.remote.WarmUp.run(dir.resolve("warm-up"));
           System.out.printf(Locale.ROOT, "warm-up: %.1f ms%n", (System.nanoTime() - w) / 1e6);
         }
         for (int i = 0; i < 5; i++) {
