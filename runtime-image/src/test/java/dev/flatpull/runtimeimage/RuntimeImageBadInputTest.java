@@ -60,6 +60,13 @@ class RuntimeImageBadInputTest {
     return out.array();
   }
 
+  /** A manifest of the same layers with another config: another image to the runtime image. */
+  ImageManifest sameLayersOtherManifest(byte config) throws Exception {
+    Descriptor c = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(new byte[] {config}), 1, Map.of());
+    return (ImageManifest) OciDocuments.parse(
+        OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, c, img.descriptors, Map.of()), null);
+  }
+
   static String formatError(byte[] blob) {
     return assertThrows(RuntimeImageFormatException.class, () -> RuntimeImageFormat.read(blob)).getMessage();
   }
@@ -144,9 +151,7 @@ class RuntimeImageBadInputTest {
 
   @Test
   void aSubjectThatIsAnotherManifest_isRefused() throws Exception {
-    Descriptor config = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(new byte[] {2}), 1, Map.of());
-    ImageManifest other = (ImageManifest) OciDocuments.parse(
-        OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, config, img.descriptors, Map.of()), null);
+    ImageManifest other = sameLayersOtherManifest((byte) 2);
     String m = mismatch(image.blob(), other);
     assertTrue(m.contains("index.service.manifestDigest: built for manifest " + img.manifest.digest()), m);
   }
@@ -244,9 +249,7 @@ class RuntimeImageBadInputTest {
 
   @Test
   void aTraceOfAnotherImage_isRefusedAtBuild() throws Exception {
-    Descriptor config = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(new byte[] {3}), 1, Map.of());
-    ImageManifest other = (ImageManifest) OciDocuments.parse(
-        OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, config, img.descriptors, Map.of()), null);
+    ImageManifest other = sameLayersOtherManifest((byte) 3);
     String m = assertThrows(RuntimeImageMismatchException.class, () -> RuntimeImageBuilderTest.builder(
         Verification.IMAGE).build(RuntimeImageBuilderTest.trace(img), other, img.source())).getMessage();
     assertTrue(m.contains("the trace was recorded on manifest " + img.manifest.digest()), m);

@@ -70,11 +70,7 @@ class RuntimeImagePublisherTest {
 
   record Fixture(TestImage image, Descriptor subject) {
     RuntimeImageBuilder.Built build(List<String> command) throws Exception {
-      Trace t = RuntimeImageBuilderTest.trace(image);
-      ServiceVersion s = t.service();
-      Trace other = new Trace(new ServiceVersion(s.image(), s.manifestDigest(), s.platform(), command, s.environment(),
-          s.workingDirectory(), s.probes()), t.flatpullVersion(), t.recordedAt(), t.readyMillis(), t.layers());
-      return RuntimeImageBuilderTest.builder(Verification.IMAGE).build(other, image.manifest, image.source());
+      return builtAt(this, command, "2026-12-01T00:00:00Z");
     }
   }
 
@@ -122,13 +118,19 @@ class RuntimeImagePublisherTest {
     assertEquals(List.of(List.of("a")), p.list(f.subject().digest()).stream().map(RuntimeImageArtifact::command).toList());
   }
 
+  /** A later build of the same service version: another creation time, so another artifact manifest. */
   private static RuntimeImageBuilder.Built rebuiltLater(Fixture f, List<String> command) throws Exception {
+    return builtAt(f, command, "2026-12-05T00:00:00Z");
+  }
+
+  /** The fixture's trace as the service version running {@code command}, built at {@code instant}. */
+  private static RuntimeImageBuilder.Built builtAt(Fixture f, List<String> command, String instant) throws Exception {
     Trace t = RuntimeImageBuilderTest.trace(f.image());
     ServiceVersion s = t.service();
     Trace other = new Trace(new ServiceVersion(s.image(), s.manifestDigest(), s.platform(), command, s.environment(),
         s.workingDirectory(), s.probes()), t.flatpullVersion(), t.recordedAt(), t.readyMillis(), t.layers());
     return new RuntimeImageBuilder(dev.flatpull.config.RuntimeImageSettings.DEFAULTS.withFrameSize(64 * 1024),
-        InstantSource.fixed(java.time.Instant.parse("2026-12-05T00:00:00Z")), "test", l -> {})
+        InstantSource.fixed(java.time.Instant.parse(instant)), "test", l -> {})
         .build(other, f.image().manifest, f.image().source());
   }
 
