@@ -219,7 +219,7 @@ final class RuntimeImageCommand implements Runnable {
           RuntimeImagePublisher publisher = job.publisher(image);
           RuntimeImageArtifact chosen = select(publisher.list(manifest.digest()), service, target);
           blob = publisher.fetch(chosen, manifest.digest(), config.root().resolve("tmp"));
-          name = image + " runtime image " + chosen.digest();
+          name = "of " + image + " (artifact " + chosen.digest() + ")";
         }
         RuntimeImageFormat.Layout layout = RuntimeImageFormat.read(blob);
         RuntimeImageIndex index = layout.index();
