@@ -33,6 +33,13 @@ import java.util.Map;
  * <pre>
  *   bin/benchmark-coldstart [--images python,http] [--link 20ms/200mbit]... [--runs 3]
  *                           [--modes overlayfs,lazy,lazy-nobg,stargz] [--stargz BINARY] [--out DIR]
+ *                           [--baseline-root DIR]
+ * </pre>
+ *
+ * {@code --baseline-root} adds mode {@code lazy-baseline}: flatpull's default configuration run from the jar of another
+ * built source tree (an earlier commit, say), so that a change is measured before and after in one run.
+ *
+ * <pre>
  * </pre>
  *
  * Images, built from Debian's packages once and cached: {@code python} (Debian + python3; ready when
@@ -44,6 +51,9 @@ public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final List<String> PYTHON = List.of("/usr/bin/python3", "-c",
       "import json, http.server, email.parser, urllib.request, decimal, logging, argparse");
+
+  /** A built source tree of another flatpull version (mode {@code lazy-baseline}), to compare with in one run. */
+  private static String BASELINE_ROOT;
 
   private ColdStartBenchmark() {}
 
@@ -58,6 +68,7 @@ public final class ColdStartBenchmark {
     int runs = 3;
     Path stargz = null;
     Path out = Path.of("it-tests/target/coldstart");
+    String baselineRoot = null;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--images" -> images = List.of(args[++i].split(","));
@@ -66,9 +77,14 @@ public final class ColdStartBenchmark {
         case "--modes" -> modes = new ArrayList<>(List.of(args[++i].split(",")));
         case "--stargz" -> stargz = Path.of(args[++i]);
         case "--out" -> out = Path.of(args[++i]);
+        case "--baseline-root" -> baselineRoot = args[++i];
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
     }
+    if (baselineRoot != null && !modes.contains("lazy-baseline")) {
+      modes.add(0, "lazy-baseline");
+    }
+    BASELINE_ROOT = baselineRoot;
     if (links.isEmpty()) {
       links.add("20ms/200mbit");
     }
@@ -134,8 +150,18 @@ public final class ColdStartBenchmark {
           containerd = ContainerdServer.start();
           snapshotter = "overlayfs";
         }
-        case "lazy", "lazy-nobg" -> {
-          FlatpullDaemon d = mode.equals("lazy") ? FlatpullDaemon.startWithDefaultFetching() : FlatpullDaemon.start("");
+        case "lazy", "lazy-nobg", "lazy-baseline" -> {
+          String own = System.getProperty("flatpull.root", "..");
+          FlatpullDaemon d;
+          try {
+            if (mode.equals("lazy-baseline")) {
+              // The daemon and its FUSE manager run from that tree's jar.
+              System.setProperty("flatpull.root", BASELINE_ROOT);
+            }
+            d = mode.equals("lazy-nobg") ? FlatpullDaemon.start("") : FlatpullDaemon.startWithDefaultFetching();
+          } finally {
+            System.setProperty("flatpull.root", own);
+          }
           cleanup.add(d);
           awaitManager(d);
           containerd = ContainerdServer.withFlatpull(d.socket());
