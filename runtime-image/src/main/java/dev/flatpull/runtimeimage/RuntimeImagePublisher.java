@@ -47,14 +47,15 @@ public final class RuntimeImagePublisher {
    * Pushes {@code blob} (a runtime image whose index is {@code index}) as a referrer of {@code subject}, the image
    * manifest's descriptor, and takes earlier runtime images of the same service version out of the listing.
    */
-  public Published push(RuntimeImageIndex index, byte[] blob, int indexEnd, Descriptor subject)
+  public Published push(RuntimeImageIndex index, byte[] blob, Descriptor subject)
       throws IOException, InterruptedException {
     if (!subject.digest().equals(index.manifestDigest())) {
       throw new RuntimeImageMismatchException("the runtime image was built for manifest " + index.manifestDigest()
           + ", not for " + subject.digest());
     }
+    long indexEnd = RuntimeImageFormat.HEADER_SIZE + (long) RuntimeImageFormat.indexLength(blob);
     Descriptor blobDescriptor = new Descriptor(RuntimeImageArtifact.BLOB_MEDIA_TYPE, Digest.sha256(blob), blob.length,
-        Map.of(RuntimeImageArtifact.INDEX_END, Integer.toString(indexEnd)));
+        Map.of(RuntimeImageArtifact.INDEX_END, Long.toString(indexEnd)));
     client.pushBlob(blobDescriptor, blob);
     client.pushBlob(OciDocuments.emptyConfig(), OciDocuments.EMPTY_JSON);
     Map<String, String> annotations = RuntimeImageArtifact.annotations(index, blob.length);

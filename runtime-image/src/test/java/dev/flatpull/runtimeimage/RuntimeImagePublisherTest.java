@@ -82,7 +82,7 @@ class RuntimeImagePublisherTest {
 
   private static RuntimeImagePublisher.Published push(RuntimeImagePublisher p, RuntimeImageBuilder.Built b,
       Descriptor subject) throws Exception {
-    return p.push(b.index(), b.blob(), RuntimeImageFormat.readIndex(b.blob()).indexLength() + 24, subject);
+    return p.push(b.index(), b.blob(), subject);
   }
 
   @Test
@@ -105,6 +105,10 @@ class RuntimeImagePublisherTest {
     assertEquals(a.blob().length, first.size());
     assertEquals(a.index().trace().pages(), first.pages());
     assertArrayEquals(a.blob(), p.fetch(first, f.subject().digest(), dir.resolve("work")));
+    var artifact = (dev.flatpull.fetcher.oci.ImageManifest) OciDocuments.parse(
+        registry.manifests.get(first.digest().toString()), MediaTypes.OCI_MANIFEST);
+    assertEquals(Long.toString(RuntimeImageFormat.readIndex(a.blob()).dataStart()),
+        artifact.layers().get(0).annotations().get(RuntimeImageArtifact.INDEX_END), "where the index ends");
 
     // The same service version built again (another creation time, so another manifest) replaces the first.
     RuntimeImagePublisher.Published replaced = push(p, rebuiltLater(f, List.of("a")), f.subject());

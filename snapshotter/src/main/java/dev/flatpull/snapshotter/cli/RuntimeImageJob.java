@@ -164,8 +164,7 @@ final class RuntimeImageJob implements AutoCloseable {
     }
     if (push) {
       Descriptor subject = new Descriptor(manifest.mediaType(), manifest.digest(), manifest.raw().length, Map.of());
-      RuntimeImagePublisher.Published p = publisher(ref).push(built.index(), built.blob(),
-          RuntimeImageFormat.readIndex(built.blob()).indexLength() + RuntimeImageFormat.HEADER_SIZE, subject);
+      RuntimeImagePublisher.Published p = publisher(ref).push(built.index(), built.blob(), subject);
       progress.println("pushed runtime image " + p.manifest().digest() + " as a referrer of " + manifest.digest()
           + (p.source() == Referrers.Source.API ? " (referrers API)" : " (referrers tag schema, "
               + Referrers.tagOf(manifest.digest()) + ")")
