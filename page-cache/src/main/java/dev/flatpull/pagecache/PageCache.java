@@ -44,6 +44,9 @@ public final class PageCache implements AutoCloseable {
   private final Duration reservationWait;
   private final ConcurrentHashMap<Digest, CompletableFuture<byte[]>> pending = new ConcurrentHashMap<>();
   private final ConcurrentHashMap<Digest, Boolean> reserved = new ConcurrentHashMap<>();
+  // Content queued for its disk write: visible here until the disk has it, so that a memory tier that already
+  // evicted it (or has no room at all) never makes stored content miss and be fetched again.
+  private final ConcurrentHashMap<Digest, byte[]> writing = new ConcurrentHashMap<>();
   private final LongAdder memoryHits = new LongAdder();
   private final LongAdder diskHits = new LongAdder();
   private final LongAdder misses = new LongAdder();
@@ -88,6 +91,11 @@ public final class PageCache implements AutoCloseable {
 
   private Optional<byte[]> lookup(Digest digest) throws IOException {
     byte[] b = memory.getIfPresent(digest);
+    if (b != null) {
+      memoryHits.increment();
+      return Optional.of(b);
+    }
+    b = writing.get(digest);
     if (b != null) {
       memoryHits.increment();
       return Optional.of(b);
@@ -183,6 +191,7 @@ public final class PageCache implements AutoCloseable {
   /** Makes verified content visible in memory now and durable on disk soon, off the caller's thread. */
   private byte[] store(Digest digest, byte[] content) {
     memory.put(digest, content);
+    writing.put(digest, content);
     pendingWrites.incrementAndGet();
     try {
       writer.execute(() -> {
@@ -192,10 +201,12 @@ public final class PageCache implements AutoCloseable {
           // The content stays in memory and will be fetched again after a restart: a cost, not an error.
           diskWriteFailures.increment();
         } finally {
+          writing.remove(digest, content);
           pendingWrites.decrementAndGet();
         }
       });
     } catch (java.util.concurrent.RejectedExecutionException closed) {
+      writing.remove(digest, content);
       pendingWrites.decrementAndGet();
     }
     return content;
@@ -225,7 +236,7 @@ public final class PageCache implements AutoCloseable {
    * it; the caller then has nothing to supply.
    */
   public Optional<Reservation> reserve(Digest digest) throws IOException {
-    if (memory.getIfPresent(digest) != null || disk.contains(digest)) {
+    if (memory.getIfPresent(digest) != null || writing.containsKey(digest) || disk.contains(digest)) {
       return Optional.empty();
     }
     CompletableFuture<byte[]> f = new CompletableFuture<>();

@@ -73,6 +73,31 @@ class PageCacheTest {
     assertArrayEquals(b, open().get(Digest.sha256(b)).orElseThrow(), "a restarted process finds it");
   }
 
+  /**
+   * Loaded content is visible from the moment getOrLoad returns, even with no memory tier to hold it while its disk
+   * write is queued: otherwise a second image reading the same content in that window fetched it again.
+   */
+  @Test
+  void getOrLoad_withoutAMemoryTier_isVisibleBeforeItsDiskWriteCompletes() throws IOException {
+    PageCache cache = open(0, 1L << 30, Duration.ofSeconds(5));
+    AtomicInteger loads = new AtomicInteger();
+    for (int i = 0; i < 20; i++) {
+      byte[] b = bytes(1 << 20);
+      Digest d = Digest.sha256(b);
+      cache.getOrLoad(d, () -> {
+        loads.incrementAndGet();
+        return v(b);
+      });
+      assertTrue(cache.reserve(d).isEmpty(), "stored content cannot be reserved again");
+      assertArrayEquals(b, cache.get(d).orElseThrow(() -> new AssertionError("stored content missed")));
+      assertArrayEquals(b, cache.getOrLoad(d, () -> {
+        loads.incrementAndGet();
+        return v(b);
+      }));
+    }
+    assertEquals(20, loads.get(), "each content loaded once");
+  }
+
   @Test
   void put_thenGet_servesFromMemoryThenDiskAfterRestart() throws IOException {
     byte[] b = bytes(10_000);
