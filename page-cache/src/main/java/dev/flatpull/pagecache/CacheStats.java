@@ -12,7 +12,11 @@ package dev.flatpull.pagecache;
  * @param evictions disk entries evicted for the size budget
  * @param diskEntries entries on disk now
  * @param diskBytes bytes on disk now
+ * @param diskWriteFailures disk writes that failed (the content stayed in memory only)
+ * @param writeBehindWaits stores that waited because the write-behind queue was full
+ * @param writeBehindBytes bytes waiting for their disk write now
  */
 public record CacheStats(
     long memoryHits, long diskHits, long misses, long loads, long reservationHits, long corruptDiscarded,
-    long evictions, long diskEntries, long diskBytes) {}
+    long evictions, long diskEntries, long diskBytes, long diskWriteFailures, long writeBehindWaits,
+    long writeBehindBytes) {}

@@ -43,7 +43,9 @@ public final class PageCache implements AutoCloseable {
   private final DiskTier disk;
   private final Duration reservationWait;
   private final ConcurrentHashMap<Digest, CompletableFuture<byte[]>> pending = new ConcurrentHashMap<>();
-  private final ConcurrentHashMap<Digest, Boolean> reserved = new ConcurrentHashMap<>();
+  // Reserved entries and the progress of their producers (NO_PROGRESS: a reader's own fetch, waited for in full).
+  private final ConcurrentHashMap<Digest, ProducerProgress> reserved = new ConcurrentHashMap<>();
+  private static final ProducerProgress NO_PROGRESS = new ProducerProgress(Duration.ofDays(1));
   // Content queued for its disk write: visible here until the disk has it, so that a memory tier that already
   // evicted it (or has no room at all) never makes stored content miss and be fetched again.
   private final ConcurrentHashMap<Digest, byte[]> writing = new ConcurrentHashMap<>();
@@ -53,13 +55,20 @@ public final class PageCache implements AutoCloseable {
   private final LongAdder loads = new LongAdder();
   private final LongAdder reservationHits = new LongAdder();
   private final LongAdder diskWriteFailures = new LongAdder();
+  private final LongAdder writeBehindWaits = new LongAdder();
   private final java.util.concurrent.ExecutorService writer;
   private final java.util.concurrent.atomic.AtomicLong pendingWrites = new java.util.concurrent.atomic.AtomicLong();
+  // Bytes queued for the disk, bounded: a producer faster than the disk (a runtime-image stream) waits here instead
+  // of filling the heap.
+  private final java.util.concurrent.Semaphore writeBehind;
+  private final int writeBehindBytes;
 
-  private PageCache(Cache<Digest, byte[]> memory, DiskTier disk, Duration reservationWait) {
+  private PageCache(Cache<Digest, byte[]> memory, DiskTier disk, Duration reservationWait, int writeBehindBytes) {
     this.memory = memory;
     this.disk = disk;
     this.reservationWait = reservationWait;
+    this.writeBehindBytes = writeBehindBytes;
+    this.writeBehind = new java.util.concurrent.Semaphore(writeBehindBytes);
     this.writer = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
       Thread t = new Thread(r, "flatpull-page-cache-writer");
       t.setDaemon(true);
@@ -77,7 +86,16 @@ public final class PageCache implements AutoCloseable {
             .maximumWeight(settings.memoryBytes())
             .weigher((Digest d, byte[] b) -> b.length)
             .build();
-    return new PageCache(memory, new DiskTier(directory, settings.diskBytes()), settings.reservationWait());
+    return new PageCache(memory, new DiskTier(directory, settings.diskBytes()), settings.reservationWait(),
+        WRITE_BEHIND_BYTES);
+  }
+
+  /** At most this many bytes wait for their disk write at any time. */
+  public static final int WRITE_BEHIND_BYTES = 64 << 20;
+
+  /** Whether verified content of {@code digest} is on this node (memory or disk); not counted as a lookup. */
+  public boolean contains(Digest digest) {
+    return memory.getIfPresent(digest) != null || writing.containsKey(digest) || disk.contains(digest);
   }
 
   /** Verified content of {@code digest}, from memory or disk; empty on a miss. */
@@ -125,9 +143,10 @@ public final class PageCache implements AutoCloseable {
       CompletableFuture<byte[]> mine = new CompletableFuture<>();
       CompletableFuture<byte[]> theirs = pending.putIfAbsent(digest, mine);
       if (theirs != null) {
-        boolean reservation = reserved.containsKey(digest);
+        ProducerProgress progress = reserved.get(digest);
+        boolean reservation = progress != null;
         try {
-          byte[] b = await(theirs, reservation);
+          byte[] b = await(theirs, progress);
           if (reservation) {
             reservationHits.increment();
           }
@@ -167,9 +186,31 @@ public final class PageCache implements AutoCloseable {
     return content.bytes();
   }
 
-  private byte[] await(CompletableFuture<byte[]> f, boolean reservation) throws IOException, TimeoutException {
+  /**
+   * Waits for another thread's load ({@code progress} null: until it ends) or for a reservation: up to the reservation
+   * wait in all, and only while its producer advances at least once per stall.
+   */
+  private byte[] await(CompletableFuture<byte[]> f, ProducerProgress progress) throws IOException, TimeoutException {
     try {
-      return reservation ? f.get(reservationWait.toMillis(), TimeUnit.MILLISECONDS) : f.get();
+      if (progress == null) {
+        return f.get();
+      }
+      long left = reservationWait.toNanos();
+      long slice = Math.min(progress.stall().toNanos(), left);
+      long seen = progress.mark();
+      while (true) {
+        try {
+          return f.get(slice, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException t) {
+          left -= slice;
+          long now = progress.mark();
+          if (left <= 0 || now == seen) {
+            throw t;
+          }
+          seen = now;
+          slice = Math.min(slice, left);
+        }
+      }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new InterruptedIOException("interrupted waiting for a cache entry");
@@ -188,9 +229,22 @@ public final class PageCache implements AutoCloseable {
     disk.put(digest, verified);
   }
 
-  /** Makes verified content visible in memory now and durable on disk soon, off the caller's thread. */
+  /**
+   * Makes verified content visible in memory now and durable on disk soon, off the caller's thread. Waits while the
+   * write-behind queue is full; if waiting is interrupted, the content stays in memory only.
+   */
   private byte[] store(Digest digest, byte[] content) {
     memory.put(digest, content);
+    int permits = Math.min(content.length, writeBehindBytes);
+    if (!writeBehind.tryAcquire(permits)) {
+      writeBehindWaits.increment();
+      try {
+        writeBehind.acquire(permits);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return content;
+      }
+    }
     writing.put(digest, content);
     pendingWrites.incrementAndGet();
     try {
@@ -203,11 +257,13 @@ public final class PageCache implements AutoCloseable {
         } finally {
           writing.remove(digest, content);
           pendingWrites.decrementAndGet();
+          writeBehind.release(permits);
         }
       });
     } catch (java.util.concurrent.RejectedExecutionException closed) {
       writing.remove(digest, content);
       pendingWrites.decrementAndGet();
+      writeBehind.release(permits);
     }
     return content;
   }
@@ -236,14 +292,22 @@ public final class PageCache implements AutoCloseable {
    * it; the caller then has nothing to supply.
    */
   public Optional<Reservation> reserve(Digest digest) throws IOException {
-    if (memory.getIfPresent(digest) != null || writing.containsKey(digest) || disk.contains(digest)) {
+    return reserve(digest, NO_PROGRESS);
+  }
+
+  /**
+   * Like {@link #reserve(Digest)}, for a producer that fills many entries in turn: readers wait only while
+   * {@code progress} advances (see {@link ProducerProgress}).
+   */
+  public Optional<Reservation> reserve(Digest digest, ProducerProgress progress) throws IOException {
+    if (contains(digest)) {
       return Optional.empty();
     }
     CompletableFuture<byte[]> f = new CompletableFuture<>();
     if (pending.putIfAbsent(digest, f) != null) {
       return Optional.empty();
     }
-    reserved.put(digest, Boolean.TRUE);
+    reserved.put(digest, progress);
     return Optional.of(new Reservation() {
       @Override
       public void fill(VerifiedContent content) throws DigestMismatchException {
@@ -276,6 +340,7 @@ public final class PageCache implements AutoCloseable {
   public CacheStats stats() {
     return new CacheStats(
         memoryHits.sum(), diskHits.sum(), misses.sum(), loads.sum(), reservationHits.sum(), disk.corrupt.sum(),
-        disk.evictions.sum(), disk.entries(), disk.bytes());
+        disk.evictions.sum(), disk.entries(), disk.bytes(), diskWriteFailures.sum(), writeBehindWaits.sum(),
+        writeBehindBytes - writeBehind.availablePermits());
   }
 }

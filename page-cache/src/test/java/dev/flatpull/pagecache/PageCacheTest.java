@@ -289,6 +289,65 @@ class PageCacheTest {
   }
 
   @Test
+  void reservationWithProgress_stuckProducer_readerFallsBackAfterOneStall_notTheWholeWait() throws Exception {
+    // A reservation wait of an hour: only the producer's stall (50 ms) can let this reader go on.
+    PageCache cache = open(1 << 20, 1L << 30, Duration.ofHours(1));
+    byte[] b = bytes(100);
+    Digest d = Digest.sha256(b);
+    Reservation r = cache.reserve(d, new ProducerProgress(Duration.ofMillis(50))).orElseThrow();
+    AtomicInteger loads = new AtomicInteger();
+    assertArrayEquals(b, cache.getOrLoad(d, () -> { loads.incrementAndGet(); return v(b); }));
+    assertEquals(1, loads.get(), "the reader fetched it itself");
+    r.abandon();
+  }
+
+  @Test
+  void reservationWithProgress_movingProducer_isWaitedForPastManyStalls() throws Exception {
+    PageCache cache = open(1 << 20, 1L << 30, Duration.ofHours(1));
+    byte[] b = bytes(100);
+    Digest d = Digest.sha256(b);
+    ProducerProgress progress = new ProducerProgress(Duration.ofMillis(100));
+    Reservation r = cache.reserve(d, progress).orElseThrow();
+    AtomicInteger loads = new AtomicInteger();
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return v(b); }));
+      CountDownLatch advancing = new CountDownLatch(1);
+      Future<?> producer = pool.submit(() -> {
+        // Moves for about ten stalls, then delivers.
+        for (int i = 0; i < 50; i++) {
+          progress.advanced();
+          advancing.countDown();
+          Thread.sleep(20);
+        }
+        r.fill(v(b));
+        return null;
+      });
+      advancing.await();
+      assertArrayEquals(b, reader.get(30, TimeUnit.SECONDS));
+      producer.get(30, TimeUnit.SECONDS);
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(0, loads.get(), "a moving producer is waited for");
+    assertEquals(1, cache.stats().reservationHits());
+  }
+
+  @Test
+  void contains_seesMemoryAndDisk_withoutCountingALookup() throws IOException {
+    PageCache cache = open();
+    byte[] b = bytes(1000);
+    Digest d = Digest.sha256(b);
+    assertTrue(!cache.contains(d));
+    cache.put(d, b);
+    assertTrue(cache.contains(d));
+    cache.close();
+    PageCache reopened = open(0, 1L << 30, Duration.ofSeconds(1));
+    assertTrue(reopened.contains(d), "on disk after a restart");
+    assertEquals(0, reopened.stats().misses() + reopened.stats().memoryHits() + reopened.stats().diskHits());
+  }
+
+  @Test
   void killDashNine_duringHeavyWrites_leavesACacheThatServesNothingCorrupt() throws Exception {
     Path java = Path.of(System.getProperty("java.home"), "bin", "java");
     Process writer = new ProcessBuilder(java.toString(), "-cp", System.getProperty("java.class.path"),
