@@ -120,10 +120,13 @@ public record FlatpullConfig(
   private static SnapshotterSettings snapshotter(TomlTable t) throws ConfigException {
     SnapshotterSettings d = SnapshotterSettings.DEFAULTS;
     String metrics = t.string("metrics_address", "");
+    String managerMetrics = t.string("fuse_manager_metrics_address", "");
     SnapshotterSettings s = new SnapshotterSettings(
         path(t, "socket", d.socket()),
         path(t, "fuse_manager_socket", d.fuseManagerSocket()),
         metrics.isEmpty() ? Optional.empty() : Optional.of(hostPort(t, "metrics_address", metrics)),
+        managerMetrics.isEmpty() ? Optional.empty()
+            : Optional.of(hostPort(t, "fuse_manager_metrics_address", managerMetrics)),
         t.bool("prefetch", d.prefetch()),
         t.bool("background_fetch", d.backgroundFetch()));
     t.rejectUnknownKeys();
@@ -139,8 +142,11 @@ public record FlatpullConfig(
     } catch (IllegalArgumentException e) {
       throw t.invalid("verify", e.getMessage());
     }
+    String service = t.string("service", "");
     RuntimeImageSettings ri = new RuntimeImageSettings(v, t.bytes("frame_size", d.frameSize(), 4096, 64L << 20),
-        (int) t.integer("level", d.level(), 1, 22));
+        (int) t.integer("level", d.level(), 1, 22), t.bool("load", d.load()),
+        service.isBlank() ? Optional.empty() : Optional.of(service), positive(t, "stall", d.stall()),
+        t.duration("background_delay", d.backgroundDelay()), t.bool("kernel_landing", d.kernelLanding()));
     t.rejectUnknownKeys();
     return ri;
   }

@@ -1,6 +1,8 @@
 package dev.flatpull.config;
 
+import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
 
 /**
  * How runtime images are built and trusted (docs/runtime-images.md).
@@ -9,9 +11,19 @@ import java.util.Objects;
  * @param frameSize the uncompressed bytes a frame of a runtime image holds at most (a larger chunk gets a frame of its
  *     own): small enough that a frame decodes soon after it arrives, large enough to compress well
  * @param level the zstd level runtime images are compressed with (built once, decoded at every cold start)
+ * @param load whether the first remote Prepare of an image looks for its runtime image and streams it in
+ * @param service the service-version key whose runtime image is loaded when an image has several; empty: the newest
+ * @param stall how long a read of content still in flight in a runtime-image stream waits without seeing the stream
+ *     advance before it fetches the content itself
+ * @param backgroundDelay after a runtime image arrived, how long the background fetch of its layers waits (the service
+ *     is usually ready by then, so the fetch never competes with its start)
+ * @param kernelLanding whether arriving content is also read through the layer's FUSE mount, in first-access order,
+ *     so that it lands in the kernel's page cache before the service asks for it
  */
-public record RuntimeImageSettings(Verification verify, long frameSize, int level) {
-  public static final RuntimeImageSettings DEFAULTS = new RuntimeImageSettings(Verification.IMAGE, 256L << 10, 9);
+public record RuntimeImageSettings(Verification verify, long frameSize, int level, boolean load,
+    Optional<String> service, Duration stall, Duration backgroundDelay, boolean kernelLanding) {
+  public static final RuntimeImageSettings DEFAULTS = new RuntimeImageSettings(Verification.IMAGE, 256L << 10, 9,
+      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), false);
 
   /** What a runtime image's content is verified against. */
   public enum Verification {
@@ -50,6 +62,12 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
 
   public RuntimeImageSettings {
     Objects.requireNonNull(verify);
+    Objects.requireNonNull(service);
+    Objects.requireNonNull(stall);
+    Objects.requireNonNull(backgroundDelay);
+    if (stall.isNegative() || stall.isZero()) {
+      throw new IllegalArgumentException("stall must be longer than zero");
+    }
     if (frameSize < 4096 || frameSize > (64L << 20)) {
       throw new IllegalArgumentException("frame size must be within 4 KiB..64 MiB, got " + frameSize);
     }
@@ -59,10 +77,10 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
   }
 
   public RuntimeImageSettings withVerify(Verification v) {
-    return new RuntimeImageSettings(v, frameSize, level);
+    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, backgroundDelay, kernelLanding);
   }
 
   public RuntimeImageSettings withFrameSize(long bytes) {
-    return new RuntimeImageSettings(verify, bytes, level);
+    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, backgroundDelay, kernelLanding);
   }
 }

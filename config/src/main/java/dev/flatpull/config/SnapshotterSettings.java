@@ -11,20 +11,24 @@ import java.util.Optional;
  * @param socket the unix socket containerd's {@code proxy_plugins} entry points at
  * @param fuseManagerSocket the unix socket of the FUSE manager, the process that serves lazily pulled layers and
  *     outlives restarts of the daemon
- * @param metricsAddress where Prometheus metrics are served over HTTP; empty for none
+ * @param metricsAddress where the daemon serves its Prometheus metrics over HTTP; empty for none
+ * @param fuseManagerMetricsAddress where the FUSE manager serves its own (reads, registry traffic, page cache, runtime
+ *     images, cold-start timeline); empty for none
  * @param prefetch whether a newly mounted layer fetches its prioritized (landmark) files at once
  * @param backgroundFetch whether a mounted layer then fetches the rest of its content in the background, pausing while
  *     reads wait
  */
 public record SnapshotterSettings(
-    Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress, boolean prefetch,
-    boolean backgroundFetch) {
+    Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress,
+    Optional<InetSocketAddress> fuseManagerMetricsAddress, boolean prefetch, boolean backgroundFetch) {
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
-      Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(), true, true);
+      Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),
+      Optional.empty(), true, true);
 
   public SnapshotterSettings {
     Objects.requireNonNull(socket);
     Objects.requireNonNull(fuseManagerSocket);
     Objects.requireNonNull(metricsAddress);
+    Objects.requireNonNull(fuseManagerMetricsAddress);
   }
 }

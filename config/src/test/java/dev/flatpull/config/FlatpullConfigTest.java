@@ -50,12 +50,18 @@ class FlatpullConfigTest {
         socket = "/run/fp/fp.sock"
         fuse_manager_socket = "/run/fp/fm.sock"
         metrics_address = "127.0.0.1:9901"
+        fuse_manager_metrics_address = "127.0.0.1:9902"
         prefetch = false
         background_fetch = false
         [runtime_image]
         verify = "runtime-image"
         frame_size = "1MiB"
         level = 3
+        load = false
+        service = "a1b2c3"
+        stall = "250ms"
+        background_delay = "5s"
+        kernel_landing = true
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -78,6 +84,12 @@ class FlatpullConfigTest {
     assertEquals(RuntimeImageSettings.Verification.RUNTIME_IMAGE, c.runtimeImage().verify());
     assertEquals(1L << 20, c.runtimeImage().frameSize());
     assertEquals(3, c.runtimeImage().level());
+    assertEquals(false, c.runtimeImage().load());
+    assertEquals(Optional.of("a1b2c3"), c.runtimeImage().service());
+    assertEquals(Duration.ofMillis(250), c.runtimeImage().stall());
+    assertEquals(Duration.ofSeconds(5), c.runtimeImage().backgroundDelay());
+    assertEquals(true, c.runtimeImage().kernelLanding());
+    assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
   }
 
   @Test

@@ -124,13 +124,15 @@ public final class RuntimeImagePublisher {
   }
 
   /**
-   * Fetches a listed runtime image: its artifact manifest (verified by digest; its subject must be {@code image}) and
-   * its blob (verified), downloaded to {@code workDir}.
+   * Fetches a listed runtime image's artifact manifest (verified by digest) and checks that it is a runtime image of
+   * {@code image}: its subject must be that manifest.
    *
-   * @return the blob's bytes
-   * @throws RuntimeImageMismatchException when the artifact is not a runtime image of {@code image}
+   * @return the descriptor of its blob
+   * @throws RuntimeImageFormatException when the artifact is not a flatpull runtime image
+   * @throws RuntimeImageMismatchException when it is a runtime image of another manifest
    */
-  public byte[] fetch(RuntimeImageArtifact artifact, Digest image, Path workDir) throws IOException {
+  public static Descriptor blobOf(RegistryClient client, RuntimeImageArtifact artifact, Digest image)
+      throws IOException {
     OciDocument doc = client.fetchManifest(artifact.digest().toString());
     if (!(doc instanceof ImageManifest m) || !m.artifactType().equals(Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE))
         || m.layers().size() != 1 || !m.layers().get(0).mediaType().equals(RuntimeImageArtifact.BLOB_MEDIA_TYPE)) {
@@ -142,9 +144,21 @@ public final class RuntimeImagePublisher {
       throw new RuntimeImageMismatchException("artifact " + artifact.digest() + ": its subject is "
           + m.subject().map(s -> s.digest().toString()).orElse("missing") + ", not the image manifest " + image);
     }
+    return m.layers().get(0);
+  }
+
+  /**
+   * Fetches a listed runtime image: its artifact manifest (see {@link #blobOf}) and its blob (verified), downloaded
+   * to {@code workDir}.
+   *
+   * @return the blob's bytes
+   * @throws RuntimeImageMismatchException when the artifact is not a runtime image of {@code image}
+   */
+  public byte[] fetch(RuntimeImageArtifact artifact, Digest image, Path workDir) throws IOException {
+    Descriptor blob = blobOf(client, artifact, image);
     Files.createDirectories(workDir);
-    Path file = workDir.resolve(m.layers().get(0).digest().hex() + ".fpri");
-    client.downloadBlob(m.layers().get(0), file);
+    Path file = workDir.resolve(blob.digest().hex() + ".fpri");
+    client.downloadBlob(blob, file);
     try {
       return Files.readAllBytes(file);
     } finally {

@@ -28,6 +28,13 @@ final class FakeRegistry extends Dispatcher {
   /** Referrer manifests by subject digest (the API's own index). */
   final Map<String, Map<String, byte[]>> referrers = new ConcurrentHashMap<>();
   final AtomicInteger tagWrites = new AtomicInteger();
+  /** Every request, as "METHOD PATH[ RANGE]", and the body bytes sent for blobs. */
+  final java.util.List<String> log = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
+  final java.util.concurrent.atomic.AtomicLong blobBytesSent = new java.util.concurrent.atomic.AtomicLong();
+  /** Applied to a blob's bytes before a GET sends them (a truncation, a flipped byte); identity by default. */
+  volatile java.util.function.UnaryOperator<byte[]> blobFault = b -> b;
+  /** Awaited before a blob GET answers (a held-back stream), when set. */
+  volatile java.util.concurrent.CountDownLatch blobHold;
   final boolean referrersApi;
   volatile long tagReadDelayMillis;
 
@@ -39,6 +46,8 @@ final class FakeRegistry extends Dispatcher {
   public MockResponse dispatch(RecordedRequest request) throws InterruptedException {
     String method = request.getMethod();
     String path = request.getUrl().encodedPath();
+    String rangeHeader = request.getHeaders().get("Range");
+    log.add(method + " " + path + (rangeHeader == null ? "" : " " + rangeHeader));
     try {
       if (path.equals("/v2/")) {
         return code(200);
@@ -61,8 +70,31 @@ final class FakeRegistry extends Dispatcher {
           if (b == null) {
             return code(404);
           }
-          return new MockResponse.Builder().code(200).setHeader("Content-Length", b.length)
-              .body(method.equals("HEAD") ? new Buffer() : new Buffer().write(b)).build();
+          if (method.equals("HEAD")) {
+            return new MockResponse.Builder().code(200).setHeader("Content-Length", b.length).body(new Buffer())
+                .build();
+          }
+          java.util.concurrent.CountDownLatch hold = blobHold;
+          if (hold != null) {
+            hold.await();
+          }
+          long size = b.length;
+          b = blobFault.apply(b);
+          if (rangeHeader != null) {
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("bytes=(\\d+)-(\\d+)").matcher(rangeHeader);
+            if (m.matches()) {
+              int from = Integer.parseInt(m.group(1));
+              int to = (int) Math.min(Long.parseLong(m.group(2)) + 1, size);
+              byte[] part = java.util.Arrays.copyOfRange(b, Math.min(from, b.length), Math.min(to, b.length));
+              blobBytesSent.addAndGet(part.length);
+              // A truncated blob sends fewer bytes than its Content-Range says, as a failing server would.
+              return new MockResponse.Builder().code(206)
+                  .setHeader("Content-Range", "bytes " + from + "-" + (to - 1) + "/" + size)
+                  .body(new Buffer().write(part)).build();
+            }
+          }
+          blobBytesSent.addAndGet(b.length);
+          return new MockResponse.Builder().code(200).body(new Buffer().write(b)).build();
         }
         case "manifests" -> {
           return manifest(method, ref, request);

@@ -177,6 +177,33 @@ public final class RegistryClient {
     if (range.length() > Integer.MAX_VALUE - 8) {
       throw new SizeLimitExceededException("range " + range + " of blob " + blob, Integer.MAX_VALUE - 8);
     }
+    return streamRange(blob, range, body -> {
+      byte[] out = body.readNBytes((int) range.length());
+      if (out.length != range.length()) {
+        throw new java.io.EOFException(
+            "range " + range + " of blob " + blob + " truncated after " + out.length + " bytes");
+      }
+      return out;
+    });
+  }
+
+  /** Reads a range's bytes as they arrive. */
+  @FunctionalInterface
+  public interface RangeReader<T> {
+    /**
+     * @param body the range's bytes from its first (read no more than the range's length); it may end early (a truncated response), which the reader
+     *     reports by throwing {@link java.io.EOFException}
+     */
+    T read(InputStream body) throws IOException;
+  }
+
+  /**
+   * Reads {@code range} of a blob as it arrives, for a consumer that must not wait for all of it (a runtime-image
+   * stream). The same checks as {@link #readRange}; on a transport failure (reset, truncation) the request is retried
+   * and {@code reader} called again from the range's start, so it must be able to start over. Bytes are not verified
+   * here.
+   */
+  public <T> T streamRange(Digest blob, ByteRange range, RangeReader<T> reader) throws IOException {
     RegistryHttp.Call call =
         call(RequestKind.BLOB_RANGE, Capability.PULL, "GET", blobPath(blob), Map.of("Range", range.httpRangeHeader()),
             null, false);
@@ -202,12 +229,8 @@ public final class RegistryClient {
         throw new RegistryProtocolException("unexpected status for a range read", blobPath(blob), response.code(), null);
       }
       skipFully(body, skip);
-      byte[] out = body.readNBytes((int) range.length());
-      if (out.length != range.length()) {
-        throw new java.io.EOFException(
-            "range " + range + " of blob " + blob + " truncated after " + out.length + " bytes");
-      }
-      return out;
+      // Readers take exactly the range's length: after it comes the rest of a blob a 200 sent whole.
+      return reader.read(body);
     });
   }
 

@@ -1,0 +1,383 @@
+package dev.flatpull.runtimeimage;
+
+import dev.flatpull.core.ByteRange;
+import dev.flatpull.core.Digest;
+import dev.flatpull.core.VerifiedContent;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LayerChunk;
+import dev.flatpull.fetcher.layer.LayerIndex;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.pagecache.Reservation;
+import dev.flatpull.runtimeimage.RuntimeImageDecoder.Rejection;
+import dev.flatpull.runtimeimage.RuntimeImageDecoder.RejectionKind;
+import dev.flatpull.runtimeimage.RuntimeImageFormat.Layout;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.Frame;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
+import java.io.EOFException;
+import java.io.FilterInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * Streams one runtime image into the host-wide page cache while a container starts (docs/runtime-images.md,
+ * "Loading"). Every extent whose content the node lacks is reserved in the cache before its bytes are requested, so
+ * that a reader of it waits for the stream, but only while the stream advances ({@link ProducerProgress}); frames
+ * are decoded and verified as they arrive, and each verified extent wakes its readers at once. Content already on the
+ * node is not fetched again: on a node holding none of the image's content the blob comes in one request, otherwise
+ * its index first, then only the frames that hold missing content, by range. Whatever does not arrive verified is
+ * given up, so its readers go to the lazy loader; nothing unverified ever enters the cache.
+ */
+public final class RuntimeImageStream {
+  /** The verified index of a layer of the image, awaited when the stream needs it (it is fetched in parallel). */
+  @FunctionalInterface
+  public interface LayerIndexes {
+    LayerIndex await(Digest layer) throws IOException;
+  }
+
+  /** What the stream brought, as it arrives. */
+  @FunctionalInterface
+  public interface Delivery {
+    /** Verified content of {@code path} at {@code offset} in {@code layer} entered the cache under {@code content}. */
+    void delivered(Digest layer, String path, long offset, int length, Digest content);
+  }
+
+  /**
+   * How a load went.
+   *
+   * @param failure why the runtime image as a whole was not (fully) used, as a metric label ({@code malformed},
+   *     {@code mismatch}, {@code stream_failed}); empty when every frame it needed arrived
+   * @param detail a sentence for the log
+   * @param contents the distinct contents (digests) the index holds: identical extents are stored once
+   * @param delivered contents this stream put into the cache, and their bytes
+   * @param reused contents the node already had (not fetched), and their bytes
+   * @param rejected extents given up, by reason
+   * @param incremental whether the index was read first and only missing frames fetched
+   * @param requests registry requests for the blob
+   */
+  public record Outcome(Optional<String> failure, String detail, long contents, long delivered, long deliveredBytes,
+      long reused, long reusedBytes, Map<RejectionKind, Long> rejected, boolean incremental, int requests) {
+    public Outcome {
+      rejected = Map.copyOf(rejected);
+    }
+  }
+
+  private final RegistryClient client;
+  private final PageCache cache;
+  private final ProducerProgress progress;
+  private final Delivery delivery;
+
+  public RuntimeImageStream(RegistryClient client, PageCache cache, ProducerProgress progress, Delivery delivery) {
+    this.client = client;
+    this.cache = cache;
+    this.progress = progress;
+    this.delivery = delivery;
+  }
+
+  /**
+   * Loads {@code artifact}, a runtime image of {@code manifest}, into the cache.
+   *
+   * @throws RuntimeImageFormatException when the artifact or its index is malformed (nothing was reserved)
+   * @throws RuntimeImageMismatchException when it does not belong to the image (nothing was reserved)
+   * @throws IOException when the artifact manifest or a layer's index cannot be had
+   */
+  public Outcome load(RuntimeImageArtifact artifact, ImageManifest manifest, LayerIndexes tocs) throws IOException {
+    Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, manifest.digest());
+    Map<Digest, LayerIndex> layers = new LinkedHashMap<>();
+    for (Descriptor d : manifest.layers()) {
+      layers.put(d.digest(), tocs.await(d.digest()));
+    }
+    Load load = new Load(manifest, layers);
+    boolean incremental = holdsAny(layers.values());
+    String failure = null;
+    String detail = "";
+    try {
+      if (!incremental) {
+        load.requests++;
+        client.streamRange(blob.digest(), new ByteRange(0, blob.size()), in -> {
+          try {
+            load.whole(new Progressing(in));
+          } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+            // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
+            throw new java.io.UncheckedIOException(e);
+          }
+          return null;
+        });
+      } else {
+        long indexEnd = indexEnd(blob);
+        load.requests++;
+        byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
+        if (indexEnd == RuntimeImageFormat.HEADER_SIZE) {
+          load.requests++;
+          head = client.readRange(blob.digest(),
+              new ByteRange(0, RuntimeImageFormat.HEADER_SIZE + (long) RuntimeImageFormat.indexLength(head)));
+        }
+        load.begin(RuntimeImageFormat.readIndex(head));
+        for (int[] run : load.neededRuns()) {
+          Layout layout = load.layout;
+          long from = layout.frameStart(run[0]);
+          Frame last = layout.index().frames().get(run[1] - 1);
+          long to = layout.frameStart(run[1] - 1) + last.length();
+          load.requests++;
+          client.streamRange(blob.digest(), ByteRange.between(from, to), in -> {
+            load.frames(new Progressing(in), from, run[0], run[1]);
+            return null;
+          });
+        }
+      }
+    } catch (java.io.UncheckedIOException e) {
+      throw e.getCause();
+    } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+      throw e;
+    } catch (IOException e) {
+      failure = "stream_failed";
+      detail = "the stream failed: " + e.getMessage();
+    } finally {
+      load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
+    }
+    Map<RejectionKind, Long> byKind = new EnumMap<>(RejectionKind.class);
+    for (Rejection r : load.rejected) {
+      byKind.merge(r.kind(), 1L, Long::sum);
+    }
+    if (failure == null && !load.rejected.isEmpty()) {
+      Rejection first = load.rejected.get(0);
+      failure = first.kind().key();
+      detail = load.rejected.size() + " extent(s) rejected, first " + first.where() + ": " + first.reason();
+    }
+    return new Outcome(Optional.ofNullable(failure), detail, load.contents, load.delivered, load.deliveredBytes, load.reused,
+        load.reusedBytes, byKind, incremental, load.requests);
+  }
+
+  private static long indexEnd(Descriptor blob) {
+    try {
+      long end = Long.parseLong(blob.annotations().getOrDefault(RuntimeImageArtifact.INDEX_END, "0"));
+      if (end > RuntimeImageFormat.HEADER_SIZE && end <= blob.size()) {
+        return end;
+      }
+    } catch (NumberFormatException ignored) {
+      // Read the header first, then the index.
+    }
+    return RuntimeImageFormat.HEADER_SIZE;
+  }
+
+  /** Whether the node holds any content of these layers (then only the missing frames are worth fetching). */
+  private boolean holdsAny(Iterable<LayerIndex> layers) {
+    for (LayerIndex l : layers) {
+      for (LayerEntry e : l.entries()) {
+        for (LayerChunk c : e.chunks()) {
+          if (!c.stored().isEmpty() && cache.contains(c.digest())) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  /** One load's state; a retried request reads its range again and skips the frames already done. */
+  private final class Load {
+    final ImageManifest manifest;
+    final Map<Digest, LayerIndex> layers;
+    final Map<Digest, Reservation> reserved = new HashMap<>();
+    final List<Rejection> rejected = new ArrayList<>();
+    Layout layout;
+    ImageBinding binding;
+    List<List<int[]>> byFrame;
+    boolean[] needed;
+    boolean[] done;
+    long delivered;
+    long deliveredBytes;
+    long reused;
+    long reusedBytes;
+    long contents;
+    int requests;
+
+    Load(ImageManifest manifest, Map<Digest, LayerIndex> layers) {
+      this.manifest = manifest;
+      this.layers = layers;
+    }
+
+    /** Binds the index to the image and reserves every extent the node lacks. */
+    void begin(Layout l) throws IOException {
+      if (layout != null) {
+        return;
+      }
+      binding = ImageBinding.bind(l.index(), manifest, layers);
+      layout = l;
+      byFrame = RuntimeImageDecoder.extentsByFrame(l.index());
+      needed = new boolean[byFrame.size()];
+      done = new boolean[byFrame.size()];
+      java.util.Set<Digest> seen = new java.util.HashSet<>();
+      for (int f = 0; f < byFrame.size(); f++) {
+        for (int[] le : byFrame.get(f)) {
+          Digest d = binding.expected(le[0], le[1]);
+          if (!seen.add(d)) {
+            needed[f] |= reserved.containsKey(d);
+            continue;
+          }
+          contents++;
+          Optional<Reservation> r = cache.reserve(d, progress);
+          if (r.isPresent()) {
+            reserved.put(d, r.get());
+            needed[f] = true;
+          } else if (cache.contains(d)) {
+            reused++;
+            reusedBytes += extent(le).length();
+          }
+          // Else another reader fetches it right now: it needs nothing from us.
+        }
+      }
+    }
+
+    /** Consecutive needed frames, as [from, to) frame ranges. */
+    List<int[]> neededRuns() {
+      List<int[]> runs = new ArrayList<>();
+      for (int f = 0; f < needed.length; f++) {
+        if (!needed[f]) {
+          continue;
+        }
+        int start = f;
+        while (f + 1 < needed.length && needed[f + 1]) {
+          f++;
+        }
+        runs.add(new int[] {start, f + 1});
+      }
+      return runs;
+    }
+
+    /** The whole blob, from its first byte. */
+    void whole(InputStream in) throws IOException {
+      byte[] header = readExactly(in, RuntimeImageFormat.HEADER_SIZE, "the header");
+      int indexLength = RuntimeImageFormat.indexLength(header);
+      byte[] head = new byte[RuntimeImageFormat.HEADER_SIZE + indexLength];
+      System.arraycopy(header, 0, head, 0, header.length);
+      byte[] index = readExactly(in, indexLength, "the index");
+      System.arraycopy(index, 0, head, header.length, indexLength);
+      begin(RuntimeImageFormat.readIndex(head));
+      frames(in, layout.dataStart(), 0, byFrame.size());
+    }
+
+    /** Frames {@code [from, to)} from a stream positioned at blob offset {@code at}. */
+    void frames(InputStream in, long at, int from, int to) throws IOException {
+      long position = at;
+      for (int f = from; f < to; f++) {
+        long start = layout.frameStart(f);
+        Frame frame = layout.index().frames().get(f);
+        skipExactly(in, start - position);
+        position = start;
+        if (done[f] || !needed[f]) {
+          skipExactly(in, frame.length());
+        } else {
+          byte[] compressed = readExactly(in, frame.length(), "frame " + f);
+          progress.advanced();
+          List<Rejection> bad = new ArrayList<>();
+          RuntimeImageDecoder.decodeFrame(layout, f, compressed, binding, byFrame.get(f), this::accept, bad, "");
+          for (Rejection r : bad) {
+            rejected.add(r);
+          }
+          giveUp(f);
+          done[f] = true;
+        }
+        position += frame.length();
+      }
+    }
+
+    private void accept(int layer, int extent, VerifiedContent content) throws IOException {
+      Reservation r = reserved.remove(content.digest());
+      if (r == null) {
+        return;
+      }
+      r.fill(content);
+      LayerExtents l = layout.index().layers().get(layer);
+      Extent e = l.extents().get(extent);
+      delivered++;
+      deliveredBytes += e.length();
+      delivery.delivered(l.digest(), l.files().get(e.file()), e.fileOffset(), e.length(), content.digest());
+    }
+
+    /** Gives up what frame {@code f} was to bring and did not (its readers go to the lazy loader now). */
+    private void giveUp(int f) {
+      for (int[] le : byFrame.get(f)) {
+        Reservation r = reserved.remove(binding.expected(le[0], le[1]));
+        if (r != null) {
+          r.abandon();
+        }
+      }
+    }
+
+    void giveUpAll(RejectionKind kind, String why) {
+      if (layout == null) {
+        return;
+      }
+      for (int f = 0; f < byFrame.size(); f++) {
+        if (needed[f] && !done[f]) {
+          done[f] = true;
+          java.util.Set<Digest> counted = new java.util.HashSet<>();
+          for (int[] le : byFrame.get(f)) {
+            Digest d = binding.expected(le[0], le[1]);
+            if (reserved.containsKey(d) && counted.add(d)) {
+              LayerExtents l = layout.index().layers().get(le[0]);
+              Extent e = l.extents().get(le[1]);
+              rejected.add(new Rejection(kind, "layer " + l.digest().shortHex() + " " + l.files().get(e.file()) + " ["
+                  + e.fileOffset() + ", " + e.fileEnd() + ")", "frame " + f + " " + why));
+            }
+          }
+          giveUp(f);
+        }
+      }
+    }
+
+    private Extent extent(int[] le) {
+      return layout.index().layers().get(le[0]).extents().get(le[1]);
+    }
+  }
+
+  private static byte[] readExactly(InputStream in, int n, String what) throws IOException {
+    byte[] b = in.readNBytes(n);
+    if (b.length != n) {
+      throw new EOFException("the runtime image ended inside " + what + " (" + b.length + " of " + n + " bytes)");
+    }
+    return b;
+  }
+
+  private static void skipExactly(InputStream in, long n) throws IOException {
+    long left = n;
+    while (left > 0) {
+      long s = in.skip(left);
+      if (s <= 0) {
+        if (in.read() < 0) {
+          throw new EOFException("the runtime image ended " + left + " bytes before a frame");
+        }
+        s = 1;
+      }
+      left -= s;
+    }
+  }
+
+  /** Tells waiting readers that bytes keep arriving, not only whole frames. */
+  private final class Progressing extends FilterInputStream {
+    Progressing(InputStream in) {
+      super(in);
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) throws IOException {
+      int n = super.read(b, off, len);
+      if (n > 0) {
+        progress.advanced();
+      }
+      return n;
+    }
+  }
+}

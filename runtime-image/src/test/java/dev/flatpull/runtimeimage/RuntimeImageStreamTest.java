@@ -1,0 +1,280 @@
+package dev.flatpull.runtimeimage;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.core.Digest;
+import dev.flatpull.core.VerifiedContent;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.layer.LayerIndex;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.Referrers;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.RuntimeImageDecoder.RejectionKind;
+import dev.flatpull.runtimeimage.RuntimeImageFormat.Layout;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import mockwebserver3.MockWebServer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Streaming a runtime image into the page cache, against a registry at the HTTP seam (ranges, truncation, flipped
+ * bytes, a held-back response) and a real page cache on disk. The cold-start integration test does the same through
+ * containerd and FUSE.
+ */
+class RuntimeImageStreamTest {
+  @TempDir Path dir;
+  private MockWebServer server;
+  private RegistryClients clients;
+  private FakeRegistry registry;
+  private RegistryClient client;
+  private TestImage image;
+  private Map<Digest, LayerIndex> tocs;
+  private RuntimeImageBuilder.Built built;
+  private RuntimeImageArtifact artifact;
+  private final List<PageCache> caches = new ArrayList<>();
+
+  @BeforeEach
+  void publish() throws Exception {
+    registry = new FakeRegistry(false);
+    server = new MockWebServer();
+    server.setDispatcher(registry);
+    server.start();
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true)
+        .withBackoff(Duration.ofMillis(1), Duration.ofMillis(2)));
+    clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE, Sleeper.SYSTEM,
+        InstantSource.system());
+    client = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
+    image = new RuntimeImageBuilderTest().imageIn(dir, LayerFormat.ESTARGZ);
+    tocs = image.indexes();
+    built = RuntimeImageBuilderTest.builder(dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)
+        .build(RuntimeImageBuilderTest.trace(image), image.manifest, image.source());
+    assertTrue(built.index().frames().size() >= 2, "the fixture spans several frames");
+    Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest.digest(), image.manifest.raw().length,
+        Map.of());
+    RuntimeImagePublisher publisher = new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM,
+        InstantSource.system(), new Random(1)));
+    publisher.push(built.index(), built.blob(), subject);
+    artifact = publisher.list(image.manifest.digest()).get(0);
+    registry.log.clear();
+    registry.blobBytesSent.set(0);
+  }
+
+  @AfterEach
+  void stop() throws Exception {
+    for (PageCache c : caches) {
+      c.close();
+    }
+    clients.close();
+    server.close();
+  }
+
+  private PageCache cache(String name) throws Exception {
+    PageCache c = PageCache.open(dir.resolve(name), new CacheSettings(Optional.empty(), 64 << 20, 1L << 30,
+        Duration.ofHours(1)));
+    caches.add(c);
+    return c;
+  }
+
+  private RuntimeImageStream.Outcome load(PageCache cache, List<Digest> delivered) throws Exception {
+    return new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
+        (layer, path, offset, length, content) -> delivered.add(content))
+        .load(artifact, image.manifest, tocs::get);
+  }
+
+  private List<String> blobRequests() {
+    return registry.log.stream().filter(l -> l.startsWith("GET") && l.contains("/blobs/")).toList();
+  }
+
+  /** Every extent of the index, as (layer digest, path, offset, length, digest) with its true bytes. */
+  private void assertCacheHoldsTheImagesBytes(PageCache cache, boolean all) throws Exception {
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    int found = 0;
+    for (LayerExtents l : layout.index().layers()) {
+      for (Extent e : l.extents()) {
+        Optional<byte[]> got = cache.get(e.digest());
+        if (got.isPresent()) {
+          found++;
+          byte[] truth = image.content(l.digest(), l.files().get(e.file()));
+          assertArrayEquals(java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(), (int) e.fileEnd()), got.get());
+        } else {
+          assertFalse(all, "missing " + l.files().get(e.file()) + " at " + e.fileOffset());
+        }
+      }
+    }
+    assertTrue(found > 0);
+  }
+
+  @Test
+  void freshNode_oneRequestForTheBlob_everyExtentVerifiedIntoTheCache() throws Exception {
+    PageCache cache = cache("fresh");
+    List<Digest> delivered = new ArrayList<>();
+    RuntimeImageStream.Outcome o = load(cache, delivered);
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertFalse(o.incremental());
+    assertEquals(1, blobRequests().size(), registry.log.toString());
+    assertEquals(distinct(layoutOf().index().layers().stream().flatMap(l -> l.extents().stream()).toList()),
+        o.contents());
+    assertEquals(o.contents(), o.delivered());
+    assertEquals(o.delivered(), delivered.size());
+    assertEquals(built.blob().length, registry.blobBytesSent.get());
+    assertCacheHoldsTheImagesBytes(cache, true);
+  }
+
+  @Test
+  void contentAlreadyOnTheNode_onlyTheFramesHoldingMissingContentAreFetched() throws Exception {
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    PageCache cache = cache("incremental");
+    // The node already has every extent of frame 0 (another service brought them).
+    List<int[]> frame0 = RuntimeImageDecoder.extentsByFrame(layout.index()).get(0);
+    for (int[] le : frame0) {
+      LayerExtents l = layout.index().layers().get(le[0]);
+      Extent e = l.extents().get(le[1]);
+      byte[] truth = image.content(l.digest(), l.files().get(e.file()));
+      cache.put(e.digest(), java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(), (int) e.fileEnd()));
+    }
+    RuntimeImageStream.Outcome o = load(cache, new ArrayList<>());
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertTrue(o.incremental());
+    long inFrame0 = distinct(extents(layout, frame0));
+    assertEquals(inFrame0, o.reused());
+    assertEquals(o.contents() - inFrame0, o.delivered());
+    long frames = 0;
+    for (int f = 1; f < layout.index().frames().size(); f++) {
+      frames += layout.index().frames().get(f).length();
+    }
+    assertEquals(layout.dataStart() + frames, registry.blobBytesSent.get(), "the index, then frames 1.. only: "
+        + blobRequests());
+    assertTrue(blobRequests().stream().noneMatch(r -> r.contains("bytes=" + layout.dataStart() + "-")),
+        "frame 0 was not asked for: " + blobRequests());
+    assertCacheHoldsTheImagesBytes(cache, true);
+  }
+
+  @Test
+  void flippedByteInAFrame_thatFramesExtentsAreRejected_theRestDelivered_nothingWrongCached() throws Exception {
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    long at = layout.frameStart(1) + layout.index().frames().get(1).length() / 2;
+    registry.blobFault = b -> {
+      byte[] c = b.clone();
+      c[(int) at] ^= 0x5a;
+      return c;
+    };
+    PageCache cache = cache("flipped");
+    RuntimeImageStream.Outcome o = load(cache, new ArrayList<>());
+    assertTrue(o.failure().isPresent(), "said why");
+    long bad = o.rejected().getOrDefault(RejectionKind.BAD_FRAME, 0L) + o.rejected().getOrDefault(RejectionKind.BAD_EXTENT, 0L);
+    // zstd frames carry no checksum: a flipped byte either breaks the frame or changes an extent's bytes.
+    assertTrue(bad >= 1, o.toString());
+    assertTrue(o.delivered() < o.contents(), o.toString());
+    assertTrue(o.delivered() >= o.contents() - distinct(extents(layout,
+        RuntimeImageDecoder.extentsByFrame(layout.index()).get(1))), "only frame 1 is lost: " + o);
+    assertCacheHoldsTheImagesBytes(cache, false);
+  }
+
+  @Test
+  void truncatedBlob_framesThatDidNotArriveAreGivenUp_andSaySo() throws Exception {
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    int cut = (int) layout.frameStart(1) + 10;
+    registry.blobFault = b -> java.util.Arrays.copyOf(b, cut);
+    PageCache cache = cache("truncated");
+    RuntimeImageStream.Outcome o = load(cache, new ArrayList<>());
+    assertEquals(Optional.of("stream_failed"), o.failure(), o.detail());
+    long inFrame0 = distinct(extents(layout, RuntimeImageDecoder.extentsByFrame(layout.index()).get(0)));
+    assertEquals(inFrame0, o.delivered());
+    assertEquals(o.contents() - inFrame0, o.rejected().get(RejectionKind.MISSING_FRAME));
+    assertCacheHoldsTheImagesBytes(cache, false);
+  }
+
+  @Test
+  void runtimeImageOfAnotherManifest_isRefusedBeforeAnythingIsReservedOrFetched() throws Exception {
+    ImageManifest other = (ImageManifest) dev.flatpull.fetcher.oci.OciDocuments.parse(
+        dev.flatpull.fetcher.oci.OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, image.manifest.config(),
+            image.manifest.layers(), Map.of("another", "manifest")), MediaTypes.OCI_MANIFEST);
+    PageCache cache = cache("stale");
+    assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}).load(artifact, other, tocs::get));
+    assertEquals(0, blobRequests().size());
+  }
+
+  @Test
+  void readerOfContentInFlight_getsItFromTheStream_andFromItsOwnLoaderWhenTheStreamIsHeld() throws Exception {
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    Extent first = layout.index().layers().get(0).extents().get(0);
+    Digest wanted = first.digest();
+    byte[] truth = java.util.Arrays.copyOfRange(image.content(layout.index().layers().get(0).digest(),
+        layout.index().layers().get(0).files().get(first.file())), (int) first.fileOffset(), (int) first.fileEnd());
+
+    // Held back: the reader stops waiting after one stall and loads the content itself.
+    PageCache held = cache("held");
+    registry.blobHold = new CountDownLatch(1);
+    AtomicInteger loads = new AtomicInteger();
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      Future<RuntimeImageStream.Outcome> stream = pool.submit(() -> load(held, new ArrayList<>()));
+      String blob = "/blobs/sha256:" + artifactBlob().hex();
+      while (registry.log.stream().noneMatch(l -> l.contains(blob))) {
+        Thread.sleep(5);
+      }
+      byte[] got = held.getOrLoad(wanted, () -> {
+        loads.incrementAndGet();
+        return VerifiedContent.check(wanted, "lazy", truth);
+      });
+      assertArrayEquals(truth, got);
+      assertEquals(1, loads.get(), "fell back to its own loader while the stream was held");
+      registry.blobHold.countDown();
+      assertEquals(Optional.empty(), stream.get(30, TimeUnit.SECONDS).failure());
+    } finally {
+      registry.blobHold = null;
+      pool.shutdownNow();
+    }
+  }
+
+  private Layout layoutOf() throws Exception {
+    return RuntimeImageFormat.read(built.blob());
+  }
+
+  private static List<Extent> extents(Layout layout, List<int[]> pairs) {
+    return pairs.stream().map(le -> layout.index().layers().get(le[0]).extents().get(le[1])).toList();
+  }
+
+  private static long distinct(List<Extent> extents) {
+    return extents.stream().map(Extent::digest).distinct().count();
+  }
+
+  private Digest artifactBlob() throws Exception {
+    Digest d = RuntimeImagePublisher.blobOf(client, artifact, image.manifest.digest()).digest();
+    registry.log.clear();
+    return d;
+  }
+}
