@@ -36,6 +36,10 @@ public record FlatpullConfig(
     return new FlatpullConfig(root, registry, l, cache, snapshotter, runtimeImage);
   }
 
+  public FlatpullConfig withSnapshotter(SnapshotterSettings s) {
+    return new FlatpullConfig(root, registry, limits, cache, s, runtimeImage);
+  }
+
   public FlatpullConfig withRuntimeImage(RuntimeImageSettings ri) {
     return new FlatpullConfig(root, registry, limits, cache, snapshotter, ri);
   }

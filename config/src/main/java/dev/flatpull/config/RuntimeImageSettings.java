@@ -80,6 +80,10 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
     return new RuntimeImageSettings(v, frameSize, level, load, service, stall, backgroundDelay, kernelLanding);
   }
 
+  public RuntimeImageSettings withLoad(boolean l) {
+    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, backgroundDelay, kernelLanding);
+  }
+
   public RuntimeImageSettings withFrameSize(long bytes) {
     return new RuntimeImageSettings(verify, bytes, level, load, service, stall, backgroundDelay, kernelLanding);
   }

@@ -31,4 +31,9 @@ public record SnapshotterSettings(
     Objects.requireNonNull(metricsAddress);
     Objects.requireNonNull(fuseManagerMetricsAddress);
   }
+
+  public SnapshotterSettings withFetching(boolean prefetchLandmarks, boolean background) {
+    return new SnapshotterSettings(socket, fuseManagerSocket, metricsAddress, fuseManagerMetricsAddress,
+        prefetchLandmarks, background);
+  }
 }

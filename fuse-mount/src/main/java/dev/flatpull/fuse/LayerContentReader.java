@@ -29,20 +29,28 @@ public final class LayerContentReader {
   private final PageCache cache;
   private final long readahead;
   private final ReadActivity activity;
+  private final ContentEvents events;
 
   public LayerContentReader(LazyLayer layer, PageCache cache) {
     this(layer, cache, DEFAULT_READAHEAD, new ReadActivity());
   }
 
+  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity) {
+    this(layer, cache, readahead, activity, ContentEvents.NONE);
+  }
+
   /**
    * @param readahead bytes past a missed read to fetch along with it, from the same file; 0 for none
    * @param activity told while a read waits for content, so that background prefetching steps aside
+   * @param events told where each chunk a read served came from
    */
-  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity) {
+  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity,
+      ContentEvents events) {
     this.layer = layer;
     this.cache = cache;
     this.readahead = readahead;
     this.activity = activity;
+    this.events = events;
   }
 
   /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
@@ -53,6 +61,7 @@ public final class LayerContentReader {
     int n = (int) Math.min(length, file.size() - offset);
     List<LayerChunk> chunks = LazyLayer.covering(file, offset, n);
     Map<LayerChunk, byte[]> data = new LinkedHashMap<>();
+    Map<LayerChunk, ContentEvents.Origin> origins = new java.util.HashMap<>();
     List<LayerChunk> missing = new ArrayList<>();
     for (LayerChunk c : chunks) {
       if (c.stored().isEmpty()) {
@@ -62,6 +71,7 @@ public final class LayerContentReader {
       Optional<byte[]> hit = cache.get(c.digest());
       if (hit.isPresent()) {
         data.put(c, hit.get());
+        origins.put(c, ContentEvents.Origin.PRESENT);
       } else {
         missing.add(c);
       }
@@ -77,7 +87,7 @@ public final class LayerContentReader {
       }
       activity.begin();
       try {
-        fetchMissing(file, missing, ahead, data);
+        fetchMissing(file, missing, ahead, data, origins);
       } finally {
         activity.end();
       }
@@ -87,6 +97,10 @@ public final class LayerContentReader {
       long from = Math.max(offset, c.fileOffset());
       long to = Math.min(offset + n, c.fileEnd());
       System.arraycopy(bytes, (int) (from - c.fileOffset()), dst, (int) (from - offset), (int) (to - from));
+      ContentEvents.Origin origin = origins.get(c);
+      if (origin != null) {
+        events.served(c.digest(), (int) (to - from), origin);
+      }
     }
     return n;
   }
@@ -95,8 +109,8 @@ public final class LayerContentReader {
    * Fetches the missing chunks of a read, and those of {@code ahead} that no one has cached or is fetching, in one
    * coalesced request. Readahead chunks are only reserved, never looked up or waited for: the read does not need them.
    */
-  private void fetchMissing(LayerEntry file, List<LayerChunk> missing, List<LayerChunk> ahead, Map<LayerChunk, byte[]> data)
-      throws IOException {
+  private void fetchMissing(LayerEntry file, List<LayerChunk> missing, List<LayerChunk> ahead,
+      Map<LayerChunk, byte[]> data, Map<LayerChunk, ContentEvents.Origin> origins) throws IOException {
     Map<LayerChunk, Reservation> mine = new LinkedHashMap<>();
     List<LayerChunk> others = new ArrayList<>();
     for (LayerChunk c : missing) {
@@ -124,10 +138,16 @@ public final class LayerContentReader {
         VerifiedContent content = fetched.get(e.getKey());
         e.getValue().fill(content);
         data.put(e.getKey(), content.bytes());
+        origins.put(e.getKey(), ContentEvents.Origin.FETCHED);
       }
     }
     for (LayerChunk c : others) {
-      data.put(c, cache.getOrLoad(c.digest(), () -> layer.fetch(file, List.of(c)).get(c)));
+      boolean[] loaded = {false};
+      data.put(c, cache.getOrLoad(c.digest(), () -> {
+        loaded[0] = true;
+        return layer.fetch(file, List.of(c)).get(c);
+      }));
+      origins.put(c, loaded[0] ? ContentEvents.Origin.FETCHED : ContentEvents.Origin.WAITED);
     }
   }
 }

@@ -95,8 +95,17 @@ public final class RuntimeImageStream {
   public Outcome load(RuntimeImageArtifact artifact, ImageManifest manifest, LayerIndexes tocs) throws IOException {
     Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, manifest.digest());
     Map<Digest, LayerIndex> layers = new LinkedHashMap<>();
+    IOException unavailable = null;
     for (Descriptor d : manifest.layers()) {
-      layers.put(d.digest(), tocs.await(d.digest()));
+      try {
+        layers.put(d.digest(), tocs.await(d.digest()));
+      } catch (IOException e) {
+        // A layer without a TOC (plain) can have no content in a runtime image; binding refuses one that names it.
+        unavailable = e;
+      }
+    }
+    if (layers.isEmpty()) {
+      throw unavailable != null ? unavailable : new IOException("the image has no layers");
     }
     Load load = new Load(manifest, layers);
     boolean incremental = holdsAny(layers.values());
@@ -213,7 +222,12 @@ public final class RuntimeImageStream {
       if (layout != null) {
         return;
       }
-      binding = ImageBinding.bind(l.index(), manifest, layers);
+      try {
+        binding = ImageBinding.bind(l.index(), manifest, layers);
+      } catch (IllegalArgumentException e) {
+        throw new RuntimeImageMismatchException("the runtime image has content of a layer whose TOC could not be"
+            + " had: " + e.getMessage());
+      }
       layout = l;
       byFrame = RuntimeImageDecoder.extentsByFrame(l.index());
       needed = new boolean[byFrame.size()];

@@ -4,7 +4,7 @@ import dev.flatpull.snapshotter.overlay.ListFilter;
 import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
 import dev.flatpull.snapshotter.overlay.RemoteLayers;
 import dev.flatpull.snapshotter.overlay.SnapshotMount;
-import dev.flatpull.snapshotter.overlay.SnapshotterMetrics;
+import dev.flatpull.snapshotter.overlay.SnapshotterCounters;
 import dev.flatpull.it.Processes;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -45,7 +45,7 @@ public final class RemovalBenchmark {
   /** Returns {idle p99, removal median, removal p99, removal max, remove call} in seconds. */
   private static double[] run(OverlaySnapshotter.Removal mode, long files, int fileKib) throws Exception {
     Path root = Files.createTempDirectory(Path.of("/var/tmp"), "flatpull-removal-bench");
-    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE, mode, new SnapshotterMetrics())) {
+    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE, mode, new SnapshotterCounters())) {
       for (int i = 0; i < 200; i++) {
         s.prepare("default/1/other-" + i, "", Map.of("containerd.io/gc.root", "x"));
       }

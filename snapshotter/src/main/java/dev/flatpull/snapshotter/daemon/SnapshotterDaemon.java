@@ -5,10 +5,11 @@ import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.snapshotter.api.fusemanager.v1.StatusResponse;
 import dev.flatpull.snapshotter.grpc.SnapshotsServer;
 import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
-import dev.flatpull.snapshotter.overlay.SnapshotterMetrics;
+import dev.flatpull.snapshotter.metrics.DaemonMeters;
+import dev.flatpull.snapshotter.metrics.Meters;
+import dev.flatpull.snapshotter.metrics.MetricsServer;
 import dev.flatpull.snapshotter.remote.FuseManagerClient;
 import dev.flatpull.snapshotter.remote.RegistryRemoteLayers;
 import java.io.IOException;
@@ -31,7 +32,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
   private final FuseManagerClient manager;
   private final OverlaySnapshotter snapshotter;
   private final SnapshotsServer server;
-  private final Optional<MetricsEndpoint> metricsEndpoint;
+  private final Optional<MetricsServer> metricsEndpoint;
   private final ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
     Thread t = new Thread(r, "flatpull-watchdog");
     t.setDaemon(true);
@@ -39,7 +40,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
   });
 
   private SnapshotterDaemon(RegistryClients clients, FuseManagerClient manager, OverlaySnapshotter snapshotter,
-      SnapshotsServer server, Optional<MetricsEndpoint> metricsEndpoint) {
+      SnapshotsServer server, Optional<MetricsServer> metricsEndpoint) {
     this.clients = clients;
     this.manager = manager;
     this.snapshotter = snapshotter;
@@ -54,7 +55,8 @@ public final class SnapshotterDaemon implements AutoCloseable {
    */
   public static SnapshotterDaemon start(FlatpullConfig config, Platform platform, List<String> managerCommand)
       throws IOException, ConfigException {
-    SnapshotterMetrics metrics = new SnapshotterMetrics();
+    Meters meters = new Meters();
+    DaemonMeters metrics = new DaemonMeters(meters);
     RegistryClients clients = RegistryClients.create(config, FetchListener.NONE);
     FuseManagerClient manager = new FuseManagerClient(config.snapshotter().fuseManagerSocket(), managerCommand,
         config.root().resolve("fuse-manager.log"));
@@ -63,10 +65,9 @@ public final class SnapshotterDaemon implements AutoCloseable {
       snapshotter = OverlaySnapshotter.open(config.root(), new RegistryRemoteLayers(clients, platform, manager),
           OverlaySnapshotter.Removal.STAGED, metrics);
       SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter);
-      Optional<MetricsEndpoint> endpoint = Optional.empty();
+      Optional<MetricsServer> endpoint = Optional.empty();
       if (config.snapshotter().metricsAddress().isPresent()) {
-        endpoint = Optional.of(MetricsEndpoint.start(config.snapshotter().metricsAddress().get(),
-            b -> writeMetrics(b, metrics, manager)));
+        endpoint = Optional.of(MetricsServer.start(config.snapshotter().metricsAddress().get(), meters));
       }
       SnapshotterDaemon d = new SnapshotterDaemon(clients, manager, snapshotter, server, endpoint);
       d.watchdog.scheduleWithFixedDelay(d::keepLayersServed, 10, 10, TimeUnit.SECONDS);
@@ -91,29 +92,8 @@ public final class SnapshotterDaemon implements AutoCloseable {
     }
   }
 
-  private static void writeMetrics(StringBuilder b, SnapshotterMetrics metrics, FuseManagerClient manager) {
-    metrics.writeTo(b);
-    try {
-      StatusResponse s = manager.status(2);
-      b.append("# HELP flatpull_registry_bytes_total Bytes received from registries by the FUSE manager.\n")
-          .append("# TYPE flatpull_registry_bytes_total counter\n")
-          .append("flatpull_registry_bytes_total ").append(s.getRegistryBytes()).append('\n')
-          .append("# TYPE flatpull_registry_requests_total counter\n")
-          .append("flatpull_registry_requests_total ").append(s.getRegistryRequests()).append('\n')
-          .append("# TYPE flatpull_page_cache_hits_total counter\n")
-          .append("flatpull_page_cache_hits_total ").append(s.getCacheHits()).append('\n')
-          .append("# TYPE flatpull_page_cache_misses_total counter\n")
-          .append("flatpull_page_cache_misses_total ").append(s.getCacheMisses()).append('\n')
-          .append("# TYPE flatpull_served_layers gauge\n")
-          .append("flatpull_served_layers ").append(s.getLayersCount()).append('\n')
-          .append("flatpull_fuse_manager_up 1\n");
-    } catch (IOException e) {
-      b.append("flatpull_fuse_manager_up 0\n");
-    }
-  }
-
   public int metricsPort() {
-    return metricsEndpoint.map(MetricsEndpoint::port).orElse(-1);
+    return metricsEndpoint.map(MetricsServer::port).orElse(-1);
   }
 
   /** Blocks until the gRPC server stops. */
@@ -124,7 +104,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
   @Override
   public void close() throws IOException {
     watchdog.shutdownNow();
-    metricsEndpoint.ifPresent(MetricsEndpoint::close);
+    metricsEndpoint.ifPresent(MetricsServer::close);
     server.close();
     try {
       snapshotter.close();

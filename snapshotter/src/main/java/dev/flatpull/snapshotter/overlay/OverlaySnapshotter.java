@@ -159,7 +159,9 @@ public final class OverlaySnapshotter implements AutoCloseable {
     if (targetExists) {
       throw SnapshotException.alreadyExists("target snapshot " + quote(target) + " already exists");
     }
+    long received = System.nanoTime();
     RemoteDecision d = remote.decide(labels);
+    long decided = System.nanoTime();
     if (d.source().isEmpty()) {
       if (d.fallbackReason().isPresent()) {
         metrics.fallback(d.fallbackReason().get());
@@ -171,17 +173,19 @@ public final class OverlaySnapshotter implements AutoCloseable {
     Path mountPoint = remoteDir.resolve(UUID.randomUUID().toString());
     mountingRemote.add(mountPoint.toAbsolutePath().normalize());
     try {
-      prepareRemoteAt(mountPoint, source, parent, target, labels);
+      prepareRemoteAt(mountPoint, source, parent, target, labels, received, decided);
     } finally {
       mountingRemote.remove(mountPoint.toAbsolutePath().normalize());
     }
   }
 
   private void prepareRemoteAt(Path mountPoint, RemoteSource source, String parent, String target,
-      Map<String, String> labels) throws SnapshotException, IOException {
+      Map<String, String> labels, long received, long decided) throws SnapshotException, IOException {
+    long mounted;
     try {
       Files.createDirectories(mountPoint);
       remote.mount(source, mountPoint);
+      mounted = System.nanoTime();
     } catch (IOException | RuntimeException e) {
       metrics.fallback("mount_failed");
       LOG.warning("layer for " + quote(target) + " is downloaded, not served lazily: mounting it failed: " + e);
@@ -204,7 +208,10 @@ public final class OverlaySnapshotter implements AutoCloseable {
       throw e;
     }
     metrics.remoteSnapshot();
-    LOG.info("layer for " + quote(target) + " is served lazily from " + source.imageRef());
+    metrics.remotePrepared(java.time.Duration.ofNanos(decided - received), java.time.Duration.ofNanos(mounted - decided));
+    LOG.info("layer for " + quote(target) + " is served lazily from " + source.imageRef() + ": Prepare received,"
+        + " manifest known after " + (decided - received) / 1_000_000 + " ms, mounted after "
+        + (mounted - received) / 1_000_000 + " ms");
     throw SnapshotException.alreadyExists("target snapshot " + quote(target) + " already exists");
   }
 

@@ -84,10 +84,20 @@ public final class FuseManagerClient implements AutoCloseable {
     }
   }
 
-  public MountLayerResponse mount(Path mountPoint, String imageRef, String descriptorJson) throws IOException {
+  /**
+   * Mounts a layer.
+   *
+   * @param manifest the image's manifest, when known (then the manager opens all its layers' TOCs at once and loads
+   *     its runtime image)
+   */
+  public MountLayerResponse mount(Path mountPoint, String imageRef, String descriptorJson,
+      java.util.Optional<dev.flatpull.fetcher.oci.ImageManifest> manifest) throws IOException {
     try {
-      return stub(600).mount(MountLayerRequest.newBuilder().setMountPoint(mountPoint.toString())
-          .setImageRef(imageRef).setLayerDescriptorJson(descriptorJson).build());
+      MountLayerRequest.Builder b = MountLayerRequest.newBuilder().setMountPoint(mountPoint.toString())
+          .setImageRef(imageRef).setLayerDescriptorJson(descriptorJson);
+      manifest.ifPresent(m -> b.setImageManifest(com.google.protobuf.ByteString.copyFrom(m.raw()))
+          .setImageManifestMediaType(m.mediaType()));
+      return stub(600).mount(b.build());
     } catch (StatusRuntimeException e) {
       throw failure("mount", e);
     }

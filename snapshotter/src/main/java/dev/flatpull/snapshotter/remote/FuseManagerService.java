@@ -34,7 +34,16 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
   @Override
   public void mount(MountLayerRequest r, StreamObserver<MountLayerResponse> out) {
     try {
-      LayerServer.Served s = server.mount(Path.of(r.getMountPoint()), r.getImageRef(), r.getLayerDescriptorJson());
+      java.util.Optional<dev.flatpull.fetcher.oci.ImageManifest> manifest = java.util.Optional.empty();
+      if (!r.getImageManifest().isEmpty()) {
+        if (!(dev.flatpull.fetcher.oci.OciDocuments.parse(r.getImageManifest().toByteArray(),
+            r.getImageManifestMediaType()) instanceof dev.flatpull.fetcher.oci.ImageManifest m)) {
+          throw new java.io.IOException("the manifest given for " + r.getImageRef() + " is not an image manifest");
+        }
+        manifest = java.util.Optional.of(m);
+      }
+      LayerServer.Served s = server.mount(Path.of(r.getMountPoint()), r.getImageRef(), r.getLayerDescriptorJson(),
+          manifest);
       out.onNext(MountLayerResponse.newBuilder().setEntries(s.entries()).setFormat(s.format()).build());
       out.onCompleted();
     } catch (Exception e) {

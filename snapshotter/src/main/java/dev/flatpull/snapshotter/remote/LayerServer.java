@@ -1,14 +1,21 @@
 package dev.flatpull.snapshotter.remote;
 
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RuntimeImageSettings;
 import dev.flatpull.config.SnapshotterSettings;
+import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchStatistics;
+import dev.flatpull.fetcher.registry.Referrers;
+import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.fuse.ContentEvents;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -18,20 +25,38 @@ import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.fuse.ReadActivity;
 import dev.flatpull.pagecache.CacheStats;
 import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.RuntimeImageArtifact;
+import dev.flatpull.runtimeimage.RuntimeImageFormatException;
+import dev.flatpull.runtimeimage.RuntimeImageMismatchException;
+import dev.flatpull.runtimeimage.RuntimeImagePublisher;
+import dev.flatpull.runtimeimage.RuntimeImageSelection;
+import dev.flatpull.runtimeimage.RuntimeImageStream;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.TraceRecorder;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 import java.util.logging.Logger;
 
 /**
- * The FUSE manager's state: every lazily served layer, the host-wide page cache and the registry clients they share.
- * It lives in its own process so that restarting the snapshotter daemon leaves containers' reads untouched.
+ * The remote-layer read path and its state: every lazily served layer, the host-wide page cache and the registry
+ * clients they share, and the images being started ({@link ImageSession}: their layers' TOCs opened in parallel, their
+ * runtime images streamed into the cache). The FUSE manager process serves it, so that restarting the snapshotter
+ * daemon leaves containers' reads untouched; {@code flatpull mount} uses the same class, so there is one read path.
  */
 public final class LayerServer implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(LayerServer.class.getName());
@@ -39,39 +64,108 @@ public final class LayerServer implements AutoCloseable {
   /** One served layer. */
   public record Served(
       Path mountPoint, Descriptor layer, String imageRef, int entries, String format, LayerMount mount,
-      LayerPrefetcher prefetcher) {}
+      List<LayerPrefetcher> prefetchers, Optional<Digest> image) {}
+
+  /**
+   * The threads the server runs on, made by the composition root.
+   *
+   * @param decoders decompression and verification of the chunks of one request, on every core
+   * @param tocs opening layers' TOCs, several at once
+   * @param loaders runtime-image lookups and streams
+   * @param prefetch prefetching, one layer after another, never part of mounting
+   * @param timer delays (the background fetch after a runtime image)
+   */
+  public record Threads(ExecutorService decoders, ExecutorService tocs, ExecutorService loaders,
+      ExecutorService prefetch, ScheduledExecutorService timer) {
+    /** Daemon threads named for what they do. */
+    public static Threads create() {
+      return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
+          Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
+          Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
+          Executors.newSingleThreadScheduledExecutor(daemon("flatpull-timer")));
+    }
+
+    void shutdown() {
+      timer.shutdownNow();
+      prefetch.shutdownNow();
+      loaders.shutdownNow();
+      tocs.shutdownNow();
+      decoders.shutdownNow();
+    }
+  }
 
   private final FlatpullConfig config;
   private final SnapshotterSettings settings;
-  private final FetchStatistics fetched = new FetchStatistics();
+  private final RuntimeImageSettings runtimeImages;
+  private final FetchStatistics fetched;
   private final RegistryClients clients;
   private final PageCache cache;
+  private final RemoteLayerMetrics metrics;
+  private final LongSupplier nanoTime;
+  private final InstantSource clock;
+  private final Threads threads;
   private final ReadActivity activity = new ReadActivity();
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
+  private final Map<Digest, ImageSession> sessions = new ConcurrentHashMap<>();
+  // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
+  private final Set<Digest> fromRuntimeImage = ConcurrentHashMap.newKeySet();
   private final TraceRecorder recorder = new TraceRecorder();
   private final ReadaheadKnobs knobs = new ReadaheadKnobs();
-  private final ExecutorService decoders = Executors.newFixedThreadPool(
-      Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode"));
-  // Prefetching never delays a mount: one layer after another, while reads are served.
-  private final ExecutorService prefetch = Executors.newSingleThreadExecutor(daemon("flatpull-prefetch"));
 
-  public LayerServer(FlatpullConfig config) throws IOException, dev.flatpull.config.ConfigException {
+  /**
+   * @param fetched counts what {@code clients} fetch (the clients were made with it as their listener)
+   * @param nanoTime the monotonic clock durations are measured with
+   * @param clock the wall clock (trace ages)
+   */
+  public LayerServer(FlatpullConfig config, RegistryClients clients, FetchStatistics fetched, PageCache cache,
+      RemoteLayerMetrics metrics, LongSupplier nanoTime, InstantSource clock, Threads threads) {
     this.config = config;
     this.settings = config.snapshotter();
-    this.clients = RegistryClients.create(config, fetched);
-    this.cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache());
-    long started = System.nanoTime();
+    this.runtimeImages = config.runtimeImage();
+    this.clients = clients;
+    this.fetched = fetched;
+    this.cache = cache;
+    this.metrics = metrics;
+    this.nanoTime = nanoTime;
+    this.clock = clock;
+    this.threads = threads;
+  }
+
+  /** A server for {@code config} with its own registry clients, page cache and threads. */
+  public static LayerServer open(FlatpullConfig config, RemoteLayerMetrics metrics)
+      throws IOException, dev.flatpull.config.ConfigException {
+    FetchStatistics fetched = new FetchStatistics();
+    RegistryClients clients = RegistryClients.create(config, fetched);
+    PageCache cache;
     try {
-      // A fresh JVM pays for compiling the cold path and binding libfuse: now, not in a container's first Prepare.
+      cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache());
+    } catch (IOException | RuntimeException e) {
+      clients.close();
+      throw e;
+    }
+    return new LayerServer(config, clients, fetched, cache, metrics, System::nanoTime, InstantSource.system(),
+        Threads.create());
+  }
+
+  /** Runs the cold path once on a synthetic layer, so that a node's first remote Prepare is as fast as later ones. */
+  public void warmUp() {
+    long started = nanoTime.getAsLong();
+    try {
       WarmUp.run(config.root().resolve("warm-up"));
-      LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (System.nanoTime() - started) / 1e6));
+      LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (nanoTime.getAsLong() - started) / 1e6));
     } catch (IOException e) {
       LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
     }
   }
 
-  /** Mounts a layer lazily at {@code mountPoint}; an existing mount of the same layer there is kept. */
-  public Served mount(Path mountPoint, String imageRef, String descriptorJson) throws IOException {
+  /**
+   * Mounts a layer lazily at {@code mountPoint}; an existing mount of the same layer there is kept.
+   *
+   * @param manifest the image's manifest, when the caller has it: then it must be the manifest {@code imageRef}
+   *     pins, all its layers' TOCs are opened at once and its runtime image is loaded
+   */
+  public Served mount(Path mountPoint, String imageRef, String descriptorJson, Optional<ImageManifest> manifest)
+      throws IOException {
     Path key = mountPoint.toAbsolutePath().normalize();
     Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
     Served existing = served.get(key);
@@ -81,12 +175,11 @@ public final class LayerServer implements AutoCloseable {
       }
       throw new IOException(key + " already serves layer " + existing.layer().digest());
     }
-    long t0 = System.nanoTime();
+    long t0 = nanoTime.getAsLong();
     ImageReference ref = ImageReference.parse(imageRef);
-    LayerOpener opener = new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), decoders);
-    LazyLayer lazy = opener.open(layer);
-    long t1 = System.nanoTime();
-    LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity);
+    Optional<ImageSession> session = manifest.isEmpty() ? Optional.empty() : Optional.of(session(ref, manifest.get()));
+    LazyLayer lazy = session.isPresent() ? session.get().layer(layer) : opener(ref).open(layer);
+    long t1 = nanoTime.getAsLong();
     TraceRecorder.ReadTap tap = recorder.tap(layer.digest().toString());
     FuseEvents events = new FuseEvents() {
       @Override
@@ -94,24 +187,150 @@ public final class LayerServer implements AutoCloseable {
         tap.read(path, offset, bytes);
       }
     };
+    LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
+        contentEvents(session));
     LayerTree tree = LayerTree.of(lazy.index());
-    long t2 = System.nanoTime();
+    long t2 = nanoTime.getAsLong();
     LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
-    long t3 = System.nanoTime();
-    LayerPrefetcher p = null;
-    if (settings.prefetch() || settings.backgroundFetch()) {
-      p = new LayerPrefetcher(lazy, cache, activity, settings.prefetch() ? lazy.index().prioritized() : List.of(),
-          settings.backgroundFetch());
-      prefetch.execute(p);
-    }
-    Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, p);
+    long t3 = nanoTime.getAsLong();
+    List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
+    Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
+        session.map(x -> x.manifest.digest()));
     served.put(key, s);
+    metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
     LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
         + " entries, " + lazy.index().format() + "): TOC fetched and verified in " + (t1 - t0) / 1_000_000
-        + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms");
+        + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms"
+        + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare")
+            .orElse(""));
     return s;
   }
 
+  private LayerOpener opener(ImageReference ref) {
+    return new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), threads.decoders());
+  }
+
+  /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */
+  private ImageSession session(ImageReference ref, ImageManifest manifest) throws IOException {
+    if (ref.digest().isPresent() && !ref.digest().get().equals(manifest.digest())) {
+      throw new IOException("the manifest given is " + manifest.digest() + ", but " + ref + " pins another");
+    }
+    ImageReference pinned = ref.withDigest(manifest.digest());
+    boolean[] created = {false};
+    ImageSession s = sessions.computeIfAbsent(manifest.digest(), d -> {
+      created[0] = true;
+      return new ImageSession(pinned, manifest, nanoTime.getAsLong(), opener(pinned), threads.tocs());
+    });
+    if (created[0]) {
+      s.openLayers();
+      if (runtimeImages.load()) {
+        threads.loaders().execute(() -> loadRuntimeImage(s));
+      } else {
+        metrics.runtimeImageLookup("disabled");
+        s.runtimeImage.complete(false);
+      }
+    }
+    return s;
+  }
+
+  /** Looks for the image's runtime image, chooses one and streams it in; never throws, always completes. */
+  private void loadRuntimeImage(ImageSession s) {
+    Digest image = s.manifest.digest();
+    long started = nanoTime.getAsLong();
+    try {
+      RegistryClient client = clients.client(s.reference);
+      RuntimeImagePublisher publisher = new RuntimeImagePublisher(client,
+          new Referrers(client, Sleeper.SYSTEM, clock, new Random()));
+      RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), runtimeImages);
+      if (chosen.chosen().isEmpty()) {
+        metrics.runtimeImageLookup(chosen.reason().orElse("none_found"));
+        LOG.info("no runtime image for " + s.reference + ": " + chosen.detail() + "; lazy loading only");
+        return;
+      }
+      RuntimeImageArtifact artifact = chosen.chosen().get();
+      RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(runtimeImages.stall()),
+          (layer, path, offset, length, content) -> fromRuntimeImage.add(content));
+      RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
+      Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
+      Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
+      metrics.runtimeImageLookup("loaded");
+      metrics.runtimeImageStreamed(o, took, age);
+      String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
+          + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
+          + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
+          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "");
+      if (o.failure().isPresent()) {
+        LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
+      } else {
+        LOG.info(line);
+      }
+      s.runtimeImage.complete(o.delivered() + o.reused() > 0);
+    } catch (RuntimeImageMismatchException e) {
+      fellBack(s, "mismatch", e);
+    } catch (RuntimeImageFormatException e) {
+      fellBack(s, "malformed", e);
+    } catch (IOException | RuntimeException e) {
+      fellBack(s, "lookup_failed", e);
+    } finally {
+      s.runtimeImage.complete(false);
+    }
+  }
+
+  private void fellBack(ImageSession s, String reason, Exception e) {
+    metrics.runtimeImageLookup(reason);
+    LOG.warning("not using a runtime image for " + s.reference + " (" + reason + "): " + e.getMessage()
+        + "; lazy loading only");
+  }
+
+  /** Counts where served content came from, and the first byte of an image's start. */
+  private ContentEvents contentEvents(Optional<ImageSession> session) {
+    return (content, bytes, origin) -> {
+      boolean streamed = fromRuntimeImage.contains(content);
+      String source = switch (origin) {
+        case FETCHED -> "lazy";
+        case WAITED -> streamed ? "runtime_image" : "lazy";
+        case PRESENT -> streamed ? "runtime_image" : "cache";
+      };
+      metrics.contentServed(source, bytes);
+      session.ifPresent(s -> {
+        if (s.firstByteServed()) {
+          metrics.firstByte(Duration.ofNanos(nanoTime.getAsLong() - s.startedNanos));
+        }
+      });
+    };
+  }
+
+  /**
+   * Starts prefetching a layer: at once without a session; with one, after its runtime-image lookup, and when a
+   * runtime image brought content, the background fetch only after {@code [runtime_image] background_delay}, so that
+   * it does not compete with the start the runtime image is for.
+   */
+  private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session) {
+    List<String> prioritized = settings.prefetch() ? lazy.index().prioritized() : List.of();
+    if (!settings.prefetch() && !settings.backgroundFetch()) {
+      return List.of();
+    }
+    if (session.isEmpty()) {
+      LayerPrefetcher p = new LayerPrefetcher(lazy, cache, activity, prioritized, settings.backgroundFetch());
+      threads.prefetch().execute(p);
+      return List.of(p);
+    }
+    LayerPrefetcher first = new LayerPrefetcher(lazy, cache, activity, prioritized, false);
+    LayerPrefetcher rest = new LayerPrefetcher(lazy, cache, activity, List.of(), settings.backgroundFetch());
+    session.get().runtimeImage.thenAccept(loaded -> {
+      threads.prefetch().execute(first);
+      if (!settings.backgroundFetch()) {
+        return;
+      }
+      if (loaded) {
+        threads.timer().schedule(() -> threads.prefetch().execute(rest),
+            runtimeImages.backgroundDelay().toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        threads.prefetch().execute(rest);
+      }
+    });
+    return List.of(first, rest);
+  }
 
   private static String formatName(LazyLayer lazy) {
     return switch (lazy.index().format()) {
@@ -131,10 +350,14 @@ public final class LayerServer implements AutoCloseable {
       }
       return;
     }
-    if (s.prefetcher() != null) {
-      s.prefetcher().stop();
-    }
+    s.prefetchers().forEach(LayerPrefetcher::stop);
     s.mount().close();
+    // The image's session ends with its last served layer: a later start of it looks for its runtime image again.
+    s.image().ifPresent(d -> {
+      if (served.values().stream().noneMatch(o -> o.image().equals(Optional.of(d)))) {
+        sessions.remove(d);
+      }
+    });
     LOG.info("unmounted " + key);
   }
 
@@ -171,14 +394,13 @@ public final class LayerServer implements AutoCloseable {
     return cache.stats();
   }
 
-  /** Unmounts every layer; for stopping the manager deliberately. */
+  /** Unmounts every layer; for stopping deliberately. */
   @Override
   public void close() throws IOException {
-    for (Path p : List.copyOf(served.keySet())) {
+    for (Path p : new ArrayList<>(served.keySet())) {
       unmount(p);
     }
-    prefetch.shutdownNow();
-    decoders.shutdownNow();
+    threads.shutdown();
     cache.close();
     clients.close();
   }

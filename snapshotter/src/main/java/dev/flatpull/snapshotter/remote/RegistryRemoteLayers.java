@@ -109,7 +109,10 @@ public final class RegistryRemoteLayers implements RemoteLayers {
   @Override
   public void mount(RemoteSource source, Path mountPoint) throws IOException {
     manager.ensureRunning();
-    var r = manager.mount(mountPoint, source.imageRef(), source.descriptorJson());
+    // The manifest this Prepare was decided on, so that the manager needs no request for it (none at a remount).
+    Optional<ImageManifest> manifest = manifests.values().stream().map(CachedManifest::manifest)
+        .filter(m -> source.imageRef().endsWith("@" + m.digest())).findFirst();
+    var r = manager.mount(mountPoint, source.imageRef(), source.descriptorJson(), manifest);
     LOG.fine(() -> "mounted " + r.getEntries() + " entries (" + r.getFormat() + ") at " + mountPoint);
   }
 

@@ -59,7 +59,7 @@ class OverlaySnapshotterTest {
 
   @Test
   void prepareCommitRemove_andTheMountsOfEachKind() throws Exception {
-    try (OverlaySnapshotter s = open(RemoteLayers.NONE, new SnapshotterMetrics())) {
+    try (OverlaySnapshotter s = open(RemoteLayers.NONE, new SnapshotterCounters())) {
       List<SnapshotMount> m = s.prepare("a", "", Map.of());
       assertEquals("bind", m.get(0).type());
       assertEquals(List.of("rw", "rbind"), m.get(0).options());
@@ -87,7 +87,7 @@ class OverlaySnapshotterTest {
   @Test
   void aRemotePrepare_commitsTheTargetAndAnswersAlreadyExists() throws Exception {
     FakeRemote remote = new FakeRemote();
-    SnapshotterMetrics metrics = new SnapshotterMetrics();
+    SnapshotterCounters metrics = new SnapshotterCounters();
     try (OverlaySnapshotter s = open(remote, metrics)) {
       SnapshotException e = assertThrows(SnapshotException.class,
           () -> s.prepare("extract-1", "", Map.of(OverlaySnapshotter.TARGET_LABEL, "chain-1", "remote", "yes")));
@@ -106,7 +106,7 @@ class OverlaySnapshotterTest {
   void aRemoteMountThatFails_fallsBackToAnOrdinarySnapshot_andLeavesNoMountPoint() throws Exception {
     FakeRemote remote = new FakeRemote();
     remote.failMount = true;
-    SnapshotterMetrics metrics = new SnapshotterMetrics();
+    SnapshotterCounters metrics = new SnapshotterCounters();
     try (OverlaySnapshotter s = open(remote, metrics)) {
       List<SnapshotMount> m = s.prepare("extract-1", "", Map.of(OverlaySnapshotter.TARGET_LABEL, "chain-1", "remote", ""));
       assertEquals("bind", m.get(0).type());
@@ -124,7 +124,7 @@ class OverlaySnapshotterTest {
   @Test
   void reopening_removesOrphans_andRemountsRemoteLayersNoLongerServed() throws Exception {
     FakeRemote remote = new FakeRemote();
-    try (OverlaySnapshotter s = open(remote, new SnapshotterMetrics())) {
+    try (OverlaySnapshotter s = open(remote, new SnapshotterCounters())) {
       assertThrows(SnapshotException.class,
           () -> s.prepare("x", "", Map.of(OverlaySnapshotter.TARGET_LABEL, "chain", "remote", "")));
       s.prepare("kept", "", Map.of());
@@ -135,7 +135,7 @@ class OverlaySnapshotterTest {
     Files.createDirectories(root.resolve("staging/12345-dead/victim"));
     Files.createFile(root.resolve("staging/12345-dead.lock"));
     remote.served.clear(); // the FUSE manager died with its mounts
-    try (OverlaySnapshotter s = open(remote, new SnapshotterMetrics())) {
+    try (OverlaySnapshotter s = open(remote, new SnapshotterCounters())) {
       try (var dirs = Files.list(root.resolve("snapshots"))) {
         assertEquals(List.of("2"), dirs.map(p -> p.getFileName().toString()).toList());
       }
@@ -148,8 +148,8 @@ class OverlaySnapshotterTest {
 
   @Test
   void secondDaemonOnTheSameRoot_isRefused() throws Exception {
-    try (OverlaySnapshotter s = open(RemoteLayers.NONE, new SnapshotterMetrics())) {
-      IOException e = assertThrows(IOException.class, () -> open(RemoteLayers.NONE, new SnapshotterMetrics()));
+    try (OverlaySnapshotter s = open(RemoteLayers.NONE, new SnapshotterCounters())) {
+      IOException e = assertThrows(IOException.class, () -> open(RemoteLayers.NONE, new SnapshotterCounters()));
       assertTrue(e.getMessage().contains("another flatpull daemon"), e.getMessage());
     }
   }

@@ -1,32 +1,31 @@
-package dev.flatpull.snapshotter.daemon;
+package dev.flatpull.snapshotter.metrics;
 
 import com.sun.net.httpserver.HttpServer;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.util.function.Consumer;
 
-/** Prometheus metrics over plain HTTP at {@code /metrics}. */
-final class MetricsEndpoint implements AutoCloseable {
+/**
+ * A process's metrics in Prometheus' text format over plain HTTP at {@code /metrics}. A scrape reads counters the
+ * process keeps anyway: it never waits for another process.
+ */
+public final class MetricsServer implements AutoCloseable {
   private final HttpServer server;
 
-  private MetricsEndpoint(HttpServer server) {
+  private MetricsServer(HttpServer server) {
     this.server = server;
   }
 
-  static MetricsEndpoint start(InetSocketAddress address, Consumer<StringBuilder> writer) throws IOException {
+  /** Serves {@code meters} at {@code address} (port 0: any free port, see {@link #port}). */
+  public static MetricsServer start(InetSocketAddress address, Meters meters) throws IOException {
+    PrometheusMeterRegistry registry = meters.registry();
     InetSocketAddress bind = address.isUnresolved()
         ? new InetSocketAddress(address.getHostString(), address.getPort()) : address;
     HttpServer s = HttpServer.create(bind, 16);
     s.createContext("/metrics", exchange -> {
-      StringBuilder b = new StringBuilder();
-      try {
-        writer.accept(b);
-      } catch (RuntimeException e) {
-        b.append("# collecting failed: ").append(e.getMessage()).append('\n');
-      }
-      byte[] body = b.toString().getBytes(StandardCharsets.UTF_8);
+      byte[] body = registry.scrape().getBytes(StandardCharsets.UTF_8);
       exchange.getResponseHeaders().set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
       exchange.sendResponseHeaders(200, body.length);
       try (OutputStream out = exchange.getResponseBody()) {
@@ -35,10 +34,10 @@ final class MetricsEndpoint implements AutoCloseable {
     });
     s.setExecutor(null);
     s.start();
-    return new MetricsEndpoint(s);
+    return new MetricsServer(s);
   }
 
-  int port() {
+  public int port() {
     return server.getAddress().getPort();
   }
 

@@ -1,0 +1,164 @@
+package dev.flatpull.snapshotter.metrics;
+
+import dev.flatpull.fetcher.registry.FetchStatistics;
+import dev.flatpull.fetcher.registry.RequestKind;
+import dev.flatpull.pagecache.CacheStats;
+import dev.flatpull.runtimeimage.RuntimeImageDecoder.RejectionKind;
+import dev.flatpull.runtimeimage.RuntimeImageStream;
+import dev.flatpull.snapshotter.remote.LayerServer;
+import dev.flatpull.snapshotter.remote.RemoteLayerMetrics;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+import java.util.function.ToDoubleFunction;
+
+/**
+ * The FUSE manager's meters: where served content came from (the runtime-image hit ratio), runtime-image loads and
+ * why they fell back, registry traffic, the page cache, and the cold-start timeline of each layer and image.
+ */
+public final class ManagerMeters implements RemoteLayerMetrics {
+  /** Every result of a runtime-image lookup (bounded tag values). */
+  public static final List<String> LOOKUP_RESULTS = List.of("loaded", "none_found", "other_verification",
+      "no_such_service", "lookup_failed", "malformed", "mismatch", "disabled");
+  private static final List<String> SOURCES = List.of("runtime_image", "lazy", "cache");
+
+  private final MeterRegistry registry;
+  private final Timer toc;
+  private final Timer tree;
+  private final Timer mount;
+  private final Timer firstByte;
+  private final Timer stream;
+  private final AtomicLong traceAgeSeconds = new AtomicLong(-1);
+
+  public ManagerMeters(Meters meters) {
+    this.registry = meters.registry();
+    for (String s : SOURCES) {
+      served(s);
+    }
+    for (String r : LOOKUP_RESULTS) {
+      lookup(r);
+    }
+    for (RejectionKind k : RejectionKind.values()) {
+      rejected(k.key());
+    }
+    rejected("stream_failed");
+    toc = timer("flatpull.layer.toc", "Remote layer: TOC fetched and verified (or found already opened)");
+    tree = timer("flatpull.layer.tree", "Remote layer: file tree built from the TOC");
+    mount = timer("flatpull.layer.mount", "Remote layer: FUSE mount until it serves");
+    firstByte = timer("flatpull.coldstart.first.byte",
+        "From an image's first remote Prepare reaching the FUSE manager to the first byte served from it");
+    stream = timer("flatpull.runtime.image.stream", "A runtime image: lookup to the end of its stream");
+    Gauge.builder("flatpull.runtime.image.trace.age", traceAgeSeconds, a -> a.get() < 0 ? Double.NaN : a.get())
+        .baseUnit("seconds").description("Age of the trace of the runtime image loaded last").register(registry);
+  }
+
+  private Timer timer(String name, String description) {
+    return Timer.builder(name).description(description).publishPercentileHistogram().register(registry);
+  }
+
+  private Counter served(String source) {
+    return Counter.builder("flatpull.content.served").baseUnit("bytes").tag("source", source)
+        .description("Bytes served to reads, by where their content came from: the runtime image, the lazy loader,"
+            + " or content the node already had").register(registry);
+  }
+
+  private Counter lookup(String result) {
+    return Counter.builder("flatpull.runtime.image.lookups").tag("result", result)
+        .description("Runtime-image lookups at an image's first remote Prepare, by result").register(registry);
+  }
+
+  private Counter rejected(String reason) {
+    return Counter.builder("flatpull.runtime.image.rejected").tag("reason", reason)
+        .description("Runtime-image contents given up (the lazy loader served them), by reason").register(registry);
+  }
+
+  /** Binds the counters {@code server} keeps itself: registry traffic, the page cache, the layers served. */
+  public void bind(LayerServer server) {
+    FetchStatistics f = server.fetched();
+    for (RequestKind k : RequestKind.values()) {
+      String kind = k.name().toLowerCase(java.util.Locale.ROOT);
+      FunctionCounter.builder("flatpull.registry.requests", f, s -> s.requests(k)).tag("kind", kind)
+          .description("Registry requests by the FUSE manager, by kind").register(registry);
+      FunctionCounter.builder("flatpull.registry.bytes", f, s -> s.bytes(k)).tag("kind", kind).baseUnit("bytes")
+          .description("Bytes received from registries by the FUSE manager, by kind").register(registry);
+    }
+    FunctionCounter.builder("flatpull.registry.failures", f, FetchStatistics::failures)
+        .description("Registry requests that failed (retried or not)").register(registry);
+    Supplier<CacheStats> c = server::cacheStats;
+    cacheCounter("flatpull.page.cache.hits", "memory", c, CacheStats::memoryHits);
+    cacheCounter("flatpull.page.cache.hits", "disk", c, CacheStats::diskHits);
+    cacheCounter("flatpull.page.cache.hits", "reservation", c, CacheStats::reservationHits);
+    cacheCounter("flatpull.page.cache.misses", null, c, CacheStats::misses);
+    cacheCounter("flatpull.page.cache.loads", null, c, CacheStats::loads);
+    cacheCounter("flatpull.page.cache.corrupt.discarded", null, c, CacheStats::corruptDiscarded);
+    cacheCounter("flatpull.page.cache.evictions", null, c, CacheStats::evictions);
+    cacheCounter("flatpull.page.cache.disk.write.failures", null, c, CacheStats::diskWriteFailures);
+    cacheCounter("flatpull.page.cache.write.behind.waits", null, c, CacheStats::writeBehindWaits);
+    Gauge.builder("flatpull.page.cache.disk", c, s -> s.get().diskBytes()).baseUnit("bytes")
+        .description("Bytes in the page cache's disk tier").register(registry);
+    Gauge.builder("flatpull.page.cache.disk.entries", c, s -> s.get().diskEntries())
+        .description("Entries in the page cache's disk tier").register(registry);
+    Gauge.builder("flatpull.page.cache.write.behind", c, s -> s.get().writeBehindBytes()).baseUnit("bytes")
+        .description("Bytes waiting for their disk write").register(registry);
+    Gauge.builder("flatpull.served.layers", server, s -> s.served().size())
+        .description("Layers the FUSE manager serves").register(registry);
+  }
+
+  private void cacheCounter(String name, String tier, Supplier<CacheStats> stats, ToDoubleFunction<CacheStats> f) {
+    FunctionCounter.Builder<Supplier<CacheStats>> b = FunctionCounter.builder(name, stats, s -> f.applyAsDouble(s.get()));
+    if (tier != null) {
+      b.tag("tier", tier);
+    }
+    b.register(registry);
+  }
+
+  @Override
+  public void contentServed(String source, long bytes) {
+    served(SOURCES.contains(source) ? source : "cache").increment(bytes);
+  }
+
+  @Override
+  public void layerMounted(Duration tocTime, Duration treeTime, Duration mountTime) {
+    toc.record(tocTime);
+    tree.record(treeTime);
+    mount.record(mountTime);
+  }
+
+  @Override
+  public void firstByte(Duration sinceMountRequested) {
+    firstByte.record(sinceMountRequested);
+  }
+
+  @Override
+  public void runtimeImageLookup(String result) {
+    lookup(LOOKUP_RESULTS.contains(result) ? result : "lookup_failed").increment();
+  }
+
+  @Override
+  public void runtimeImageStreamed(RuntimeImageStream.Outcome o, Duration took, Optional<Duration> traceAge) {
+    stream.record(took);
+    Counter.builder("flatpull.runtime.image.contents").tag("outcome", "delivered").register(registry)
+        .increment(o.delivered());
+    Counter.builder("flatpull.runtime.image.contents").tag("outcome", "reused")
+        .description("Runtime-image contents streamed into the cache, or already on the node (incremental reuse)")
+        .register(registry).increment(o.reused());
+    Counter.builder("flatpull.runtime.image.content").baseUnit("bytes").tag("outcome", "delivered").register(registry)
+        .increment(o.deliveredBytes());
+    Counter.builder("flatpull.runtime.image.content").baseUnit("bytes").tag("outcome", "reused").register(registry)
+        .increment(o.reusedBytes());
+    Counter.builder("flatpull.runtime.image.requests").description("Registry requests for runtime-image blobs")
+        .register(registry).increment(o.requests());
+    o.rejected().forEach((kind, n) -> rejected(kind.key()).increment(n));
+    if (o.failure().filter("stream_failed"::equals).isPresent()) {
+      rejected("stream_failed").increment();
+    }
+    traceAge.ifPresent(a -> traceAgeSeconds.set(a.toSeconds()));
+  }
+}
