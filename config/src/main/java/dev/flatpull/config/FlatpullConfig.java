@@ -150,7 +150,7 @@ public record FlatpullConfig(
     RuntimeImageSettings ri = new RuntimeImageSettings(v, t.bytes("frame_size", d.frameSize(), 4096, 64L << 20),
         (int) t.integer("level", d.level(), 1, 22), t.bool("load", d.load()),
         service.isBlank() ? Optional.empty() : Optional.of(service), positive(t, "stall", d.stall()),
-        t.duration("background_delay", d.backgroundDelay()), t.bool("kernel_landing", d.kernelLanding()));
+        t.duration("startup_window", d.startupWindow()), t.bool("kernel_landing", d.kernelLanding()));
     t.rejectUnknownKeys();
     return ri;
   }

@@ -15,13 +15,15 @@ import java.util.Optional;
  * @param service the service-version key whose runtime image is loaded when an image has several; empty: the newest
  * @param stall how long a read of content still in flight in a runtime-image stream waits without seeing the stream
  *     advance before it fetches the content itself
- * @param backgroundDelay after a runtime image arrived, how long the background fetch of its layers waits (the service
- *     is usually ready by then, so the fetch never competes with its start)
+ * @param startupWindow how long after a runtime image arrived its layers count as starting: their background fetch
+ *     waits that long (so that it never competes with the start), and their mounts' kernel readahead stays narrowed
+ *     as it was when the trace was recorded (so that the kernel asks for the pages the runtime image holds, not its
+ *     readahead window around them, which would be lazy fetches)
  * @param kernelLanding whether arriving content is also read through the layer's FUSE mount, in first-access order,
  *     so that it lands in the kernel's page cache before the service asks for it
  */
 public record RuntimeImageSettings(Verification verify, long frameSize, int level, boolean load,
-    Optional<String> service, Duration stall, Duration backgroundDelay, boolean kernelLanding) {
+    Optional<String> service, Duration stall, Duration startupWindow, boolean kernelLanding) {
   public static final RuntimeImageSettings DEFAULTS = new RuntimeImageSettings(Verification.IMAGE, 256L << 10, 9,
       true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), false);
 
@@ -64,7 +66,7 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
     Objects.requireNonNull(verify);
     Objects.requireNonNull(service);
     Objects.requireNonNull(stall);
-    Objects.requireNonNull(backgroundDelay);
+    Objects.requireNonNull(startupWindow);
     if (stall.isNegative() || stall.isZero()) {
       throw new IllegalArgumentException("stall must be longer than zero");
     }
@@ -77,14 +79,14 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
   }
 
   public RuntimeImageSettings withVerify(Verification v) {
-    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, backgroundDelay, kernelLanding);
+    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, kernelLanding);
   }
 
   public RuntimeImageSettings withLoad(boolean l) {
-    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, backgroundDelay, kernelLanding);
+    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, kernelLanding);
   }
 
   public RuntimeImageSettings withFrameSize(long bytes) {
-    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, backgroundDelay, kernelLanding);
+    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, kernelLanding);
   }
 }

@@ -60,7 +60,7 @@ class FlatpullConfigTest {
         load = false
         service = "a1b2c3"
         stall = "250ms"
-        background_delay = "5s"
+        startup_window = "5s"
         kernel_landing = true
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
@@ -87,7 +87,7 @@ class FlatpullConfigTest {
     assertEquals(false, c.runtimeImage().load());
     assertEquals(Optional.of("a1b2c3"), c.runtimeImage().service());
     assertEquals(Duration.ofMillis(250), c.runtimeImage().stall());
-    assertEquals(Duration.ofSeconds(5), c.runtimeImage().backgroundDelay());
+    assertEquals(Duration.ofSeconds(5), c.runtimeImage().startupWindow());
     assertEquals(true, c.runtimeImage().kernelLanding());
     assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
   }

@@ -30,27 +30,30 @@ public final class LayerContentReader {
   private final long readahead;
   private final ReadActivity activity;
   private final ContentEvents events;
+  private final PendingProducers producers;
 
   public LayerContentReader(LazyLayer layer, PageCache cache) {
     this(layer, cache, DEFAULT_READAHEAD, new ReadActivity());
   }
 
   public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity) {
-    this(layer, cache, readahead, activity, ContentEvents.NONE);
+    this(layer, cache, readahead, activity, ContentEvents.NONE, PendingProducers.NONE);
   }
 
   /**
    * @param readahead bytes past a missed read to fetch along with it, from the same file; 0 for none
    * @param activity told while a read waits for content, so that background prefetching steps aside
    * @param events told where each chunk a read served came from
+   * @param producers asked before a miss is fetched, so that content about to be streamed is waited for instead
    */
   public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity,
-      ContentEvents events) {
+      ContentEvents events, PendingProducers producers) {
     this.layer = layer;
     this.cache = cache;
     this.readahead = readahead;
     this.activity = activity;
     this.events = events;
+    this.producers = producers;
   }
 
   /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
@@ -87,6 +90,7 @@ public final class LayerContentReader {
       }
       activity.begin();
       try {
+        producers.awaitAnnounced();
         fetchMissing(file, missing, ahead, data, origins);
       } finally {
         activity.end();

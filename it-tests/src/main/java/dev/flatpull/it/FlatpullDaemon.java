@@ -45,6 +45,15 @@ public final class FlatpullDaemon implements AutoCloseable {
 
   private static FlatpullDaemon start(String extraToml, boolean defaultFetching)
       throws IOException, InterruptedException {
+    return start(extraToml, defaultFetching, "");
+  }
+
+  /**
+   * A daemon with {@code snapshotterToml} in its {@code [snapshotter]} table and {@code tables} (whole TOML tables,
+   * such as {@code [runtime_image]}) after it; default fetching or background fetch off.
+   */
+  public static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables)
+      throws IOException, InterruptedException {
     Processes.requireFuse();
     Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "fp-");
     Path socket = dir.resolve("flatpull.sock");
@@ -64,8 +73,9 @@ public final class FlatpullDaemon implements AutoCloseable {
         fuse_manager_socket = "%s"
         %s
         %s
+        %s
         """.formatted(dir.resolve("root"), socket, managerSocket, defaultFetching ? "" : "background_fetch = false",
-        extraToml));
+        snapshotterToml, tables));
     FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
     d.start();
     return d;
@@ -100,6 +110,18 @@ public final class FlatpullDaemon implements AutoCloseable {
       Thread.sleep(100);
     }
     throw new IOException("flatpull serve did not answer within 90 s: " + Files.readString(log));
+  }
+
+  /** Waits until the daemon's FUSE manager serves (the daemon starts it), as on a node that is up before its pulls. */
+  public void awaitManager() throws IOException, InterruptedException {
+    Path log = root().resolve("fuse-manager.log");
+    for (int i = 0; i < 300; i++) {
+      if (Files.exists(log) && Files.readString(log).contains(": serving ")) {
+        return;
+      }
+      Thread.sleep(100);
+    }
+    throw new IOException("the FUSE manager did not start: " + log());
   }
 
   /** SIGKILL: no shutdown hook runs, nothing is flushed or unmounted. */

@@ -59,8 +59,19 @@ public final class LinkEmulator implements AutoCloseable {
     }
   }
 
-  /** One HTTP request as the registry received it. */
-  public record Request(long atMillis, String method, String path, String range) {
+  /** One HTTP request as the registry received it; {@code userAgent} tells flatpull's requests from containerd's. */
+  public record Request(long atMillis, String method, String path, String range, String userAgent) {
+    /** Whether flatpull (not containerd) sent it. */
+    public boolean byFlatpull() {
+      return userAgent.startsWith("flatpull/");
+    }
+
+    /** The bytes its Range header asks for; 0 without one. */
+    public long rangeLength() {
+      java.util.regex.Matcher m = java.util.regex.Pattern.compile("bytes=(\\d+)-(\\d+)").matcher(range);
+      return m.matches() ? Long.parseLong(m.group(2)) - Long.parseLong(m.group(1)) + 1 : 0;
+    }
+
     /** manifest, blob, blob-range, referrers, token or other: a bounded set for tables. */
     public String kind() {
       if (path.contains("/referrers/")) {
@@ -148,6 +159,47 @@ public final class LinkEmulator implements AutoCloseable {
     log.add(r);
   }
 
+  private volatile java.util.function.Predicate<Request> held = r -> false;
+  private final java.util.concurrent.atomic.AtomicReference<java.util.concurrent.CountDownLatch> release =
+      new java.util.concurrent.atomic.AtomicReference<>(new java.util.concurrent.CountDownLatch(0));
+
+  /**
+   * Holds back every request {@code which} selects (and so its response) until {@link #releaseHeld}: the registry
+   * sees it only then. Requests on other connections go on.
+   */
+  public void hold(java.util.function.Predicate<Request> which) {
+    release.set(new java.util.concurrent.CountDownLatch(1));
+    held = which;
+  }
+
+  /** Lets held requests through, and holds no more. */
+  public void releaseHeld() {
+    held = r -> false;
+    release.get().countDown();
+  }
+
+  private volatile java.util.function.Predicate<Request> cut = r -> false;
+  private volatile long cutAfter;
+
+  /**
+   * Breaks the connection of every request {@code which} selects after {@code bytes} of its response: a registry
+   * that fails mid-stream.
+   */
+  public void cut(java.util.function.Predicate<Request> which, long bytes) {
+    cutAfter = bytes;
+    cut = which;
+  }
+
+  /** Cuts no more. */
+  public void stopCutting() {
+    cut = r -> false;
+  }
+
+  /** Whether a request {@code which} selects has been seen (and is held, if it is). */
+  public synchronized boolean seen(java.util.function.Predicate<Request> which) {
+    return log.stream().anyMatch(which);
+  }
+
   private void accept() {
     while (!server.isClosed()) {
       try {
@@ -168,25 +220,31 @@ public final class LinkEmulator implements AutoCloseable {
       server.connect(upstream, 10_000);
       client.setTcpNoDelay(true);
       server.setTcpNoDelay(true);
-      pump(client, server, up, bytesUp, true);
-      pump(server, client, down, bytesDown, false);
+      AtomicLong budget = new AtomicLong(-1);
+      pump(client, server, up, bytesUp, true, budget);
+      pump(server, client, down, bytesDown, false, budget);
     } catch (IOException e) {
       closeQuietly(client);
     }
   }
 
   /** One direction: a reader that stamps each chunk with its arrival, a writer that delays and shapes it. */
-  private void pump(Socket from, Socket to, TokenBucket bucket, AtomicLong counter, boolean requests) {
+  /**
+   * @param budget response bytes left before the connection is cut (-1: never); set by the request direction when a
+   *     request to cut is seen, spent by the response direction
+   */
+  private void pump(Socket from, Socket to, TokenBucket bucket, AtomicLong counter, boolean requests,
+      AtomicLong budget) {
     record Packet(byte[] bytes, int length, long releaseNanos) {}
     BlockingQueue<Packet> line = new LinkedBlockingQueue<>();
-    RequestParser parser = requests ? new RequestParser() : null;
+    RequestParser parser = requests ? new RequestParser(budget) : null;
     threads.execute(() -> {
       byte[] buf = new byte[CHUNK];
       try (InputStream in = from.getInputStream()) {
         int n;
         while ((n = in.read(buf)) > 0) {
-          if (parser != null) {
-            parser.feed(buf, n);
+          if (parser != null && parser.feed(buf, n)) {
+            release.get().await();
           }
           line.put(new Packet(java.util.Arrays.copyOf(buf, n), n, System.nanoTime() + link.rtt().toNanos() / 2));
         }
@@ -203,10 +261,21 @@ public final class LinkEmulator implements AutoCloseable {
             break;
           }
           sleepNanos(p.releaseNanos() - System.nanoTime());
-          bucket.take(p.length());
-          out.write(p.bytes(), 0, p.length());
+          int n = p.length();
+          long left = requests ? -1 : budget.get();
+          if (left >= 0 && n >= left) {
+            out.write(p.bytes(), 0, (int) left);
+            out.flush();
+            counter.addAndGet(left);
+            break;
+          }
+          if (left >= 0) {
+            budget.addAndGet(-n);
+          }
+          bucket.take(n);
+          out.write(p.bytes(), 0, n);
           out.flush();
-          counter.addAndGet(p.length());
+          counter.addAndGet(n);
         }
       } catch (IOException | InterruptedException e) {
         // The other side went away.
@@ -220,9 +289,16 @@ public final class LinkEmulator implements AutoCloseable {
   /** Splits the client's byte stream into requests. */
   private final class RequestParser {
     private final StringBuilder head = new StringBuilder();
+    private final AtomicLong budget;
     private long bodyLeft;
 
-    void feed(byte[] buf, int n) {
+    RequestParser(AtomicLong budget) {
+      this.budget = budget;
+    }
+
+    /** Returns whether a request to hold back began in these bytes. */
+    boolean feed(byte[] buf, int n) {
+      boolean hold = false;
       for (int i = 0; i < n; i++) {
         if (bodyLeft > 0) {
           long skip = Math.min(bodyLeft, n - i);
@@ -234,22 +310,26 @@ public final class LinkEmulator implements AutoCloseable {
         int len = head.length();
         if (len >= 4 && head.charAt(len - 1) == '\n' && head.charAt(len - 2) == '\r' && head.charAt(len - 3) == '\n'
             && head.charAt(len - 4) == '\r') {
-          request(head.toString());
+          hold |= request(head.toString());
           head.setLength(0);
         } else if (len > 64 * 1024) {
           head.setLength(0);
         }
       }
+      return hold;
     }
 
-    private void request(String text) {
+    private boolean request(String text) {
       String[] lines = text.split("\r\n");
       String[] first = lines[0].split(" ");
       String range = "";
+      String agent = "";
       for (String l : lines) {
         String lower = l.toLowerCase(Locale.ROOT);
         if (lower.startsWith("range:")) {
           range = l.substring(6).trim();
+        } else if (lower.startsWith("user-agent:")) {
+          agent = l.substring(11).trim();
         } else if (lower.startsWith("content-length:")) {
           try {
             bodyLeft = Long.parseLong(l.substring(15).trim());
@@ -259,8 +339,14 @@ public final class LinkEmulator implements AutoCloseable {
         }
       }
       if (first.length >= 2) {
-        logged(new Request((System.nanoTime() - started) / 1_000_000, first[0], first[1], range));
+        Request r = new Request((System.nanoTime() - started) / 1_000_000, first[0], first[1], range, agent);
+        logged(r);
+        if (cut.test(r)) {
+          budget.set(cutAfter);
+        }
+        return held.test(r);
       }
+      return false;
     }
   }
 

@@ -129,4 +129,30 @@ public final class Processes {
       }
     });
   }
+
+  /** Writes dirty pages and drops the kernel's page, dentry and inode caches: a cold start's first condition. */
+  public static void dropCaches() throws IOException, InterruptedException {
+    run(List.of("sync"), 60);
+    Files.writeString(Path.of("/proc/sys/vm/drop_caches"), "3");
+  }
+
+  /** Waits for an HTTP 200 from {@code url} (polled every 20 ms): an HTTP server's readiness. */
+  public static void awaitHttp200(String url, java.time.Duration timeout) throws IOException, InterruptedException {
+    java.net.http.HttpClient h = java.net.http.HttpClient.newBuilder()
+        .connectTimeout(java.time.Duration.ofSeconds(1)).build();
+    long deadline = System.nanoTime() + timeout.toNanos();
+    while (System.nanoTime() < deadline) {
+      try {
+        if (h.send(java.net.http.HttpRequest.newBuilder(java.net.URI.create(url))
+            .timeout(java.time.Duration.ofSeconds(2)).build(),
+            java.net.http.HttpResponse.BodyHandlers.discarding()).statusCode() == 200) {
+          return;
+        }
+      } catch (IOException notYet) {
+        // Not listening yet.
+      }
+      Thread.sleep(20);
+    }
+    throw new IOException("no HTTP 200 from " + url + " within " + timeout);
+  }
 }

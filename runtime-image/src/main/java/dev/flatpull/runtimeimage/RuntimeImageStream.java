@@ -47,10 +47,15 @@ public final class RuntimeImageStream {
   }
 
   /** What the stream brought, as it arrives. */
-  @FunctionalInterface
   public interface Delivery {
     /** Verified content of {@code path} at {@code offset} in {@code layer} entered the cache under {@code content}. */
     void delivered(Digest layer, String path, long offset, int length, Digest content);
+
+    /**
+     * Everything the stream will bring is reserved in the cache now (or it will bring nothing): readers that miss
+     * from here on find its reservations. Called once per load, also when it fails.
+     */
+    default void announced() {}
   }
 
   /**
@@ -153,6 +158,7 @@ public final class RuntimeImageStream {
       failure = "stream_failed";
       detail = "the stream failed: " + e.getMessage();
     } finally {
+      delivery.announced();
       load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
     }
     Map<RejectionKind, Long> byKind = new EnumMap<>(RejectionKind.class);
@@ -233,6 +239,14 @@ public final class RuntimeImageStream {
       needed = new boolean[byFrame.size()];
       done = new boolean[byFrame.size()];
       java.util.Set<Digest> seen = new java.util.HashSet<>();
+      try {
+        reserveMissing(seen);
+      } finally {
+        delivery.announced();
+      }
+    }
+
+    private void reserveMissing(java.util.Set<Digest> seen) throws IOException {
       for (int f = 0; f < byFrame.size(); f++) {
         for (int[] le : byFrame.get(f)) {
           Digest d = binding.expected(le[0], le[1]);

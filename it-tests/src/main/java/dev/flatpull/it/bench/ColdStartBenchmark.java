@@ -10,10 +10,6 @@ import dev.flatpull.it.LinkEmulator;
 import dev.flatpull.it.Processes;
 import dev.flatpull.it.RegistryServer;
 import java.io.IOException;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -163,7 +159,7 @@ public final class ColdStartBenchmark {
             System.setProperty("flatpull.root", own);
           }
           cleanup.add(d);
-          awaitManager(d);
+          d.awaitManager();
           containerd = ContainerdServer.withFlatpull(d.socket());
           snapshotter = "flatpull";
         }
@@ -182,7 +178,7 @@ public final class ColdStartBenchmark {
         default -> throw new IllegalArgumentException("unknown mode " + mode);
       }
       cleanup.add(0, containerd);
-      dropCaches();
+      Processes.dropCaches();
       link.mark();
       long t0 = System.nanoTime();
       if (snapshotter.equals("overlayfs")) {
@@ -198,7 +194,7 @@ public final class ColdStartBenchmark {
       } else {
         containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", snapshotter, ref, id, "/usr/sbin/nginx", "-g",
             "daemon off;");
-        awaitHttp200(Duration.ofSeconds(120));
+        Processes.awaitHttp200("http://127.0.0.1:80/", Duration.ofSeconds(120));
       }
       long t2 = System.nanoTime();
       LinkEmulator.Counts counts = link.sinceMark();
@@ -236,40 +232,6 @@ public final class ColdStartBenchmark {
         Processes.deleteTree(stargzRoot);
       }
     }
-  }
-
-  private static void awaitManager(FlatpullDaemon d) throws Exception {
-    Path log = d.root().resolve("fuse-manager.log");
-    for (int i = 0; i < 300; i++) {
-      if (Files.exists(log) && Files.readString(log).contains(": serving ")) {
-        return;
-      }
-      Thread.sleep(100);
-    }
-    throw new IOException("the FUSE manager did not start: " + d.log());
-  }
-
-  private static void awaitHttp200(Duration timeout) throws Exception {
-    HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build();
-    long deadline = System.nanoTime() + timeout.toNanos();
-    while (System.nanoTime() < deadline) {
-      try {
-        HttpResponse<Void> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:80/"))
-            .timeout(Duration.ofSeconds(2)).build(), HttpResponse.BodyHandlers.discarding());
-        if (r.statusCode() == 200) {
-          return;
-        }
-      } catch (IOException notYet) {
-        // Not listening yet.
-      }
-      Thread.sleep(20);
-    }
-    throw new IOException("no HTTP 200 on port 80 within " + timeout);
-  }
-
-  private static void dropCaches() throws Exception {
-    Processes.run(List.of("sync"), 60);
-    Files.writeString(Path.of("/proc/sys/vm/drop_caches"), "3");
   }
 
   private static void progress(String line) {

@@ -3,7 +3,6 @@ package dev.flatpull.snapshotter.daemon;
 import dev.flatpull.config.ConfigException;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.fetcher.oci.Platform;
-import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.snapshotter.grpc.SnapshotsServer;
 import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
@@ -57,7 +56,9 @@ public final class SnapshotterDaemon implements AutoCloseable {
       throws IOException, ConfigException {
     Meters meters = new Meters();
     DaemonMeters metrics = new DaemonMeters(meters);
-    RegistryClients clients = RegistryClients.create(config, FetchListener.NONE);
+    dev.flatpull.fetcher.registry.FetchStatistics fetched = new dev.flatpull.fetcher.registry.FetchStatistics();
+    metrics.bindRegistry(fetched);
+    RegistryClients clients = RegistryClients.create(config, fetched);
     FuseManagerClient manager = new FuseManagerClient(config.snapshotter().fuseManagerSocket(), managerCommand,
         config.root().resolve("fuse-manager.log"));
     OverlaySnapshotter snapshotter = null;

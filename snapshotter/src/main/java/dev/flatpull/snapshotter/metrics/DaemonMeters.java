@@ -39,6 +39,11 @@ public final class DaemonMeters implements SnapshotterMetrics {
         .publishPercentileHistogram().register(registry);
   }
 
+  /** The daemon's own registry traffic (manifests, mostly). */
+  public void bindRegistry(dev.flatpull.fetcher.registry.FetchStatistics fetched) {
+    ManagerMeters.bindRegistry(registry, fetched);
+  }
+
   private Counter fallbackCounter(String reason) {
     return Counter.builder("flatpull.remote.fallbacks").tag("reason", reason)
         .description("Layers asked for remotely but downloaded, by reason").register(registry);

@@ -26,7 +26,7 @@ import java.util.function.ToDoubleFunction;
 public final class ManagerMeters implements RemoteLayerMetrics {
   /** Every result of a runtime-image lookup (bounded tag values). */
   public static final List<String> LOOKUP_RESULTS = List.of("loaded", "none_found", "other_verification",
-      "no_such_service", "lookup_failed", "malformed", "mismatch", "disabled");
+      "no_such_service", "lookup_failed", "malformed", "mismatch", "stream_failed", "disabled");
   private static final List<String> SOURCES = List.of("runtime_image", "lazy", "cache");
 
   private final MeterRegistry registry;
@@ -81,16 +81,7 @@ public final class ManagerMeters implements RemoteLayerMetrics {
 
   /** Binds the counters {@code server} keeps itself: registry traffic, the page cache, the layers served. */
   public void bind(LayerServer server) {
-    FetchStatistics f = server.fetched();
-    for (RequestKind k : RequestKind.values()) {
-      String kind = k.name().toLowerCase(java.util.Locale.ROOT);
-      FunctionCounter.builder("flatpull.registry.requests", f, s -> s.requests(k)).tag("kind", kind)
-          .description("Registry requests by the FUSE manager, by kind").register(registry);
-      FunctionCounter.builder("flatpull.registry.bytes", f, s -> s.bytes(k)).tag("kind", kind).baseUnit("bytes")
-          .description("Bytes received from registries by the FUSE manager, by kind").register(registry);
-    }
-    FunctionCounter.builder("flatpull.registry.failures", f, FetchStatistics::failures)
-        .description("Registry requests that failed (retried or not)").register(registry);
+    bindRegistry(registry, server.fetched());
     Supplier<CacheStats> c = server::cacheStats;
     cacheCounter("flatpull.page.cache.hits", "memory", c, CacheStats::memoryHits);
     cacheCounter("flatpull.page.cache.hits", "disk", c, CacheStats::diskHits);
@@ -109,6 +100,19 @@ public final class ManagerMeters implements RemoteLayerMetrics {
         .description("Bytes waiting for their disk write").register(registry);
     Gauge.builder("flatpull.served.layers", server, s -> s.served().size())
         .description("Layers the FUSE manager serves").register(registry);
+  }
+
+  /** Registry traffic of this process, by request kind (both processes fetch: the daemon its manifests). */
+  static void bindRegistry(MeterRegistry registry, FetchStatistics f) {
+    for (RequestKind k : RequestKind.values()) {
+      String kind = k.name().toLowerCase(java.util.Locale.ROOT);
+      FunctionCounter.builder("flatpull.registry.requests", f, s -> s.requests(k)).tag("kind", kind)
+          .description("Registry requests by this process, by kind").register(registry);
+      FunctionCounter.builder("flatpull.registry.bytes", f, s -> s.bytes(k)).tag("kind", kind).baseUnit("bytes")
+          .description("Bytes received from registries by this process, by kind").register(registry);
+    }
+    FunctionCounter.builder("flatpull.registry.failures", f, FetchStatistics::failures)
+        .description("Registry requests that failed (retried or not)").register(registry);
   }
 
   private void cacheCounter(String name, String tier, Supplier<CacheStats> stats, ToDoubleFunction<CacheStats> f) {

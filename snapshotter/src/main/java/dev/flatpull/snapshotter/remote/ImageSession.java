@@ -29,6 +29,10 @@ final class ImageSession {
   final long startedNanos;
   /** True when a runtime image brought (or found) content; false when none was used. Never fails. */
   final CompletableFuture<Boolean> runtimeImage = new CompletableFuture<>();
+  /** Completes once the runtime image's content is reserved in the cache, or none will be. */
+  final CompletableFuture<Void> announced = new CompletableFuture<>();
+  /** Set when a read waited a whole stall for {@link #announced}: reads stop waiting for it. */
+  volatile boolean announcementLate;
   private final Map<Digest, CompletableFuture<LazyLayer>> layers = new ConcurrentHashMap<>();
   private final AtomicBoolean firstByte = new AtomicBoolean();
   private final LayerOpener opener;

@@ -22,6 +22,7 @@ import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerPrefetcher;
 import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.fuse.PendingProducers;
 import dev.flatpull.fuse.ReadActivity;
 import dev.flatpull.pagecache.CacheStats;
 import dev.flatpull.pagecache.PageCache;
@@ -64,7 +65,7 @@ public final class LayerServer implements AutoCloseable {
   /** One served layer. */
   public record Served(
       Path mountPoint, Descriptor layer, String imageRef, int entries, String format, LayerMount mount,
-      List<LayerPrefetcher> prefetchers, Optional<Digest> image) {}
+      List<LayerPrefetcher> prefetchers, Optional<Digest> image, ReadaheadKnobs readahead) {}
 
   /**
    * The threads the server runs on, made by the composition root.
@@ -73,20 +74,23 @@ public final class LayerServer implements AutoCloseable {
    * @param tocs opening layers' TOCs, several at once
    * @param loaders runtime-image lookups and streams
    * @param prefetch prefetching, one layer after another, never part of mounting
+   * @param landing kernel landing: pre-reads of arriving runtime-image content through the mounts, in order
    * @param timer delays (the background fetch after a runtime image)
    */
   public record Threads(ExecutorService decoders, ExecutorService tocs, ExecutorService loaders,
-      ExecutorService prefetch, ScheduledExecutorService timer) {
+      ExecutorService prefetch, ExecutorService landing, ScheduledExecutorService timer) {
     /** Daemon threads named for what they do. */
     public static Threads create() {
       return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
           Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
           Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
+          Executors.newSingleThreadExecutor(daemon("flatpull-landing")),
           Executors.newSingleThreadScheduledExecutor(daemon("flatpull-timer")));
     }
 
     void shutdown() {
       timer.shutdownNow();
+      landing.shutdownNow();
       prefetch.shutdownNow();
       loaders.shutdownNow();
       tocs.shutdownNow();
@@ -188,14 +192,17 @@ public final class LayerServer implements AutoCloseable {
       }
     };
     LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
-        contentEvents(session));
+        contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
+            .orElse(PendingProducers.NONE));
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
     LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
     long t3 = nanoTime.getAsLong();
+    ReadaheadKnobs readahead = new ReadaheadKnobs();
+    session.ifPresent(x -> narrowWhileStarting(x, key, readahead));
     List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
-        session.map(x -> x.manifest.digest()));
+        session.map(x -> x.manifest.digest()), readahead);
     served.put(key, s);
     metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
     LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
@@ -227,6 +234,7 @@ public final class LayerServer implements AutoCloseable {
         threads.loaders().execute(() -> loadRuntimeImage(s));
       } else {
         metrics.runtimeImageLookup("disabled");
+        s.announced.complete(null);
         s.runtimeImage.complete(false);
       }
     }
@@ -249,11 +257,24 @@ public final class LayerServer implements AutoCloseable {
       }
       RuntimeImageArtifact artifact = chosen.chosen().get();
       RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(runtimeImages.stall()),
-          (layer, path, offset, length, content) -> fromRuntimeImage.add(content));
+          new RuntimeImageStream.Delivery() {
+            @Override
+            public void delivered(Digest layer, String path, long offset, int length, Digest content) {
+              fromRuntimeImage.add(content);
+              if (runtimeImages.kernelLanding()) {
+                threads.landing().execute(() -> land(s, layer, path, offset, length));
+              }
+            }
+
+            @Override
+            public void announced() {
+              s.announced.complete(null);
+            }
+          });
       RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
       Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
       Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
-      metrics.runtimeImageLookup("loaded");
+      metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");
       metrics.runtimeImageStreamed(o, took, age);
       String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
           + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
@@ -272,7 +293,31 @@ public final class LayerServer implements AutoCloseable {
     } catch (IOException | RuntimeException e) {
       fellBack(s, "lookup_failed", e);
     } finally {
+      s.announced.complete(null);
       s.runtimeImage.complete(false);
+    }
+  }
+
+  /**
+   * Kernel landing: reads arriving content through its layer's mount, so that it lands in the kernel's page cache
+   * (FUSE {@code kernel_cache}; an overlay on the mount reads the same pages) before the service asks for it. Content
+   * of a layer not mounted yet is left to the service's own reads.
+   */
+  private void land(ImageSession s, Digest layer, String path, long offset, int length) {
+    Optional<Served> at = served.values().stream()
+        .filter(x -> x.image().equals(Optional.of(s.manifest.digest())) && x.layer().digest().equals(layer))
+        .findFirst();
+    if (at.isEmpty()) {
+      return;
+    }
+    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(
+        at.get().mountPoint().resolve(path.startsWith("/") ? path.substring(1) : path))) {
+      java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(length);
+      while (b.hasRemaining() && f.read(b, offset + b.position()) > 0) {
+        // Until the extent is read or the file ends.
+      }
+    } catch (IOException e) {
+      // An optimisation only: the service's own read gets the content from the page cache.
     }
   }
 
@@ -280,6 +325,45 @@ public final class LayerServer implements AutoCloseable {
     metrics.runtimeImageLookup(reason);
     LOG.warning("not using a runtime image for " + s.reference + " (" + reason + "): " + e.getMessage()
         + "; lazy loading only");
+  }
+
+  /**
+   * Waits for the image's runtime image to reserve what it will bring: one stall at most, for the whole image (once
+   * a read gave up waiting, later reads do not wait, so a stream held back costs a start one stall, not one per read).
+   */
+  private void awaitAnnounced(ImageSession s) throws java.io.InterruptedIOException {
+    if (s.announced.isDone() || s.announcementLate) {
+      return;
+    }
+    try {
+      s.announced.get(runtimeImages.stall().toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("interrupted waiting for the runtime image's index");
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      s.announcementLate = true;
+    }
+  }
+
+  /**
+   * Narrows the mount's readahead, as recording did, while the image may be starting from a runtime image: until the
+   * lookup finds none, else for the start-up window.
+   */
+  private void narrowWhileStarting(ImageSession s, Path mountPoint, ReadaheadKnobs readahead) {
+    if (!runtimeImages.load()) {
+      return;
+    }
+    List<String> notes = readahead.narrowReadahead(List.of(mountPoint));
+    if (!notes.isEmpty()) {
+      LOG.info("start-up readahead: " + String.join("; ", notes));
+    }
+    s.runtimeImage.thenAccept(loaded -> {
+      if (loaded) {
+        threads.timer().schedule(readahead::restore, runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        readahead.restore();
+      }
+    });
   }
 
   /** Counts where served content came from, and the first byte of an image's start. */
@@ -302,7 +386,7 @@ public final class LayerServer implements AutoCloseable {
 
   /**
    * Starts prefetching a layer: at once without a session; with one, after its runtime-image lookup, and when a
-   * runtime image brought content, the background fetch only after {@code [runtime_image] background_delay}, so that
+   * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
    * it does not compete with the start the runtime image is for.
    */
   private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session) {
@@ -324,7 +408,7 @@ public final class LayerServer implements AutoCloseable {
       }
       if (loaded) {
         threads.timer().schedule(() -> threads.prefetch().execute(rest),
-            runtimeImages.backgroundDelay().toMillis(), TimeUnit.MILLISECONDS);
+            runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
       } else {
         threads.prefetch().execute(rest);
       }
@@ -351,6 +435,7 @@ public final class LayerServer implements AutoCloseable {
       return;
     }
     s.prefetchers().forEach(LayerPrefetcher::stop);
+    s.readahead().restore();
     s.mount().close();
     // The image's session ends with its last served layer: a later start of it looks for its runtime image again.
     s.image().ifPresent(d -> {

@@ -12,7 +12,10 @@ import java.util.Map;
  * The kernel settings that make it read more than a process asked for: a mount's readahead
  * ({@code /sys/class/bdi/MAJ:MIN/read_ahead_kb}) and page-fault fault-around ({@code fault_around_bytes} in debugfs).
  * While recording they are narrowed, so that recorded pages are the ones the service read (as TrIO does), and
- * restored afterwards. Knobs a kernel lacks are reported, not fatal.
+ * restored afterwards. At a cold start with a runtime image, a mount's readahead alone is narrowed the same way for
+ * the start-up window: the kernel then asks for the pages the trace recorded, which the runtime image holds.
+ * (Fault-around is host-wide and maps pages already cached without reading, so a start leaves it alone.) Knobs a
+ * kernel lacks are reported, not fatal.
  */
 final class ReadaheadKnobs {
   private static final Path FAULT_AROUND = Path.of("/sys/kernel/debug/fault_around_bytes");
@@ -20,6 +23,17 @@ final class ReadaheadKnobs {
 
   /** Narrows the knobs for {@code mountPoints}; returns what could not be narrowed. */
   synchronized List<String> narrow(List<Path> mountPoints) {
+    List<String> notes = narrowReadahead(mountPoints);
+    try {
+      set(FAULT_AROUND, "4096");
+    } catch (IOException e) {
+      notes.add("fault-around not narrowed (needs debugfs at /sys/kernel/debug): " + e.getMessage());
+    }
+    return notes;
+  }
+
+  /** Narrows only the readahead of {@code mountPoints}; returns what could not be narrowed. */
+  synchronized List<String> narrowReadahead(List<Path> mountPoints) {
     List<String> notes = new ArrayList<>();
     for (Path m : mountPoints) {
       try {
@@ -28,11 +42,6 @@ final class ReadaheadKnobs {
       } catch (IOException e) {
         notes.add("readahead of " + m + " not narrowed: " + e.getMessage());
       }
-    }
-    try {
-      set(FAULT_AROUND, "4096");
-    } catch (IOException e) {
-      notes.add("fault-around not narrowed (needs debugfs at /sys/kernel/debug): " + e.getMessage());
     }
     return notes;
   }

@@ -21,8 +21,9 @@ public interface RemoteLayerMetrics {
   default void firstByte(Duration sinceMountRequested) {}
 
   /**
-   * The runtime-image lookup of an image ended: {@code result} is {@code loaded}, or why none was used (a selection
-   * reason such as {@code none_found}, or {@code lookup_failed}, {@code malformed}, {@code mismatch}, {@code disabled}).
+   * The runtime-image lookup of an image ended: {@code result} is {@code loaded} (it brought content, perhaps not all),
+   * or why none was used (a selection reason such as {@code none_found}, or {@code lookup_failed}, {@code malformed},
+   * {@code mismatch}, {@code stream_failed}, {@code disabled}).
    */
   default void runtimeImageLookup(String result) {}
 

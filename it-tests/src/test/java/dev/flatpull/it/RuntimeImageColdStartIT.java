@@ -1,0 +1,566 @@
+package dev.flatpull.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.Referrers;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.runtimeimage.RuntimeImageArtifact;
+import dev.flatpull.runtimeimage.RuntimeImageDecoder;
+import dev.flatpull.runtimeimage.RuntimeImageFormat;
+import dev.flatpull.runtimeimage.RuntimeImageIndex;
+import dev.flatpull.runtimeimage.RuntimeImagePublisher;
+import dev.flatpull.trace.LayerTrace;
+import dev.flatpull.trace.Trace;
+import dev.flatpull.trace.TraceFile;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Random;
+import java.util.Set;
+import java.util.function.Predicate;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * Cold starts with a runtime image, end to end: recorded, built and pushed to a real registry (distribution 2.8, so
+ * the referrers tag schema), then, on a wiped node (fresh containerd, flatpull state and page cache, kernel caches
+ * dropped), a cold start through containerd and FUSE with flatpull's default configuration. Every request the
+ * registry sees passes through a {@link LinkEmulator} on loopback, which counts them (and holds back, or cuts, the
+ * ones a test names). Checked: requests and bytes before readiness, the runtime-image hit ratio, the served bytes
+ * against the root file system the image was built from, incremental reuse of content a node already has, a
+ * container that starts while the stream is held back, and bad runtime images that each fall back to the lazy loader
+ * without one wrong byte.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class RuntimeImageColdStartIT {
+  private static final Pattern SAMPLE = Pattern.compile("^([a-z_]+)(\\{[^}]*\\})? ([0-9.eE+-]+|NaN)$");
+  private static final String PYTHON_A = "import json, http.server, email.parser, urllib.request, decimal, logging";
+  private static final String PYTHON_B = "import json, sqlite3, csv, argparse, decimal";
+  private static final Cleanup cleanup = new Cleanup();
+  private static RegistryServer registry;
+  private static LinkEmulator link;
+  private static String python;
+  private static String http;
+  private static Path dir;
+  private static Trace tracePythonA;
+  private static Trace tracePythonB;
+  private static Trace traceHttp;
+  private static RegistryClients clients;
+
+  @BeforeAll
+  static void start() throws Exception {
+    Processes.require("runc");
+    Processes.require("curl");
+    registry = cleanup.add(RegistryServer.start());
+    link = cleanup.add(LinkEmulator.start(registry.address(), LinkEmulator.Link.parse("1ms/10gbit")));
+    python = DebianImage.pushPythonEstargz(link.address(), "it/python");
+    ImageReference plain = DebianImage.pushRootfs(DebianImage.nginxRootfs(), link.address(), "it/http", "plain");
+    http = plain.withTag("esgz").toString();
+    Cli.Run convert = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(), http);
+    assertEquals(0, convert.exitCode(), convert.stderr());
+    dir = Files.createTempDirectory(Path.of("/var/tmp"), "fp-ri-coldstart-");
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    clients = new RegistryClients(config, dev.flatpull.config.RegistryCredentials.NONE, FetchListener.NONE,
+        Sleeper.SYSTEM, InstantSource.system());
+
+    // Recorded in CI, as users do: one recording node, then gone.
+    try (FlatpullDaemon recorder = FlatpullDaemon.start("");
+        ContainerdServer containerd = ContainerdServer.withFlatpull(recorder.socket())) {
+      tracePythonA = record(recorder, containerd, python, "a", List.of("exit"),
+          List.of("/usr/bin/python3", "-c", PYTHON_A));
+      tracePythonB = record(recorder, containerd, python, "b", List.of("exit"),
+          List.of("/usr/bin/python3", "-c", PYTHON_B));
+      traceHttp = record(recorder, containerd, http, "http", List.of("http://127.0.0.1:80/"),
+          List.of("/usr/sbin/nginx", "-g", "daemon off;"));
+    }
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    if (clients != null) {
+      clients.close();
+    }
+    cleanup.close();
+    if (dir != null) {
+      Processes.deleteTree(dir);
+    }
+  }
+
+  private static Trace record(FlatpullDaemon d, ContainerdServer c, String image, String name, List<String> probes,
+      List<String> command) throws Exception {
+    Path out = dir.resolve(name + ".fptrace");
+    List<String> args = new ArrayList<>(List.of("record", "--config", d.config().toString(), "--plain-http",
+        "--containerd-address", c.socket().toString(), "--namespace", ContainerdServer.NAMESPACE,
+        "--out", out.toString(), "--probe-timeout", "90s", "--push-runtime-image"));
+    for (String p : probes) {
+      args.addAll(List.of("--probe", p));
+    }
+    args.add(image);
+    args.add("--");
+    args.addAll(command);
+    Cli.Run r = Cli.inProcess(args.toArray(String[]::new));
+    assertEquals(0, r.exitCode(), r.stderr());
+    return TraceFile.read(out);
+  }
+
+  /** A wiped node: fresh containerd, fresh flatpull root (so a fresh page cache unless {@code cache} names one). */
+  private record Node(FlatpullDaemon flatpull, ContainerdServer containerd, int metricsPort, int daemonMetricsPort)
+      implements AutoCloseable {
+    static Node fresh(String runtimeImageToml, Optional<Path> cache) throws Exception {
+      int port = freePort();
+      int daemonPort = freePort();
+      FlatpullDaemon d = FlatpullDaemon.start("fuse_manager_metrics_address = \"127.0.0.1:" + port + "\"\n"
+          + "metrics_address = \"127.0.0.1:" + daemonPort + "\"", true,
+          "[runtime_image]\n" + runtimeImageToml + "\n"
+              + cache.map(c -> "[cache]\ndirectory = \"" + c + "\"\n").orElse(""));
+      ContainerdServer c;
+      try {
+        d.awaitManager();
+        c = ContainerdServer.withFlatpull(d.socket());
+      } catch (Exception e) {
+        d.close();
+        throw e;
+      }
+      return new Node(d, c, port, daemonPort);
+    }
+
+    /** The FUSE manager's metrics, and the daemon's (prefixed {@code daemon:}). */
+    Map<String, Double> metrics() throws Exception {
+      Map<String, Double> all = new java.util.TreeMap<>(RuntimeImageColdStartIT.metrics(metricsPort));
+      RuntimeImageColdStartIT.metrics(daemonMetricsPort).forEach((k, v) -> all.put("daemon:" + k, v));
+      return all;
+    }
+
+    @Override
+    public void close() throws Exception {
+      containerd.close();
+      flatpull.close();
+    }
+  }
+
+  /** What a cold start did: the requests from flatpull's first to readiness, bytes down, and the metrics then. */
+  private record Start(List<LinkEmulator.Request> requests, long bytesDown, Map<String, Double> before,
+      Map<String, Double> atReady, long readyMillis) {
+    double delta(String sample) {
+      return atReady.getOrDefault(sample, 0.0) - before.getOrDefault(sample, 0.0);
+    }
+
+    double hitRatio() {
+      double ri = delta("flatpull_content_served_bytes_total{source=\"runtime_image\"}");
+      double lazy = delta("flatpull_content_served_bytes_total{source=\"lazy\"}");
+      return ri + lazy == 0 ? 0 : ri / (ri + lazy);
+    }
+
+    String describe() {
+      StringBuilder b = new StringBuilder(String.format(java.util.Locale.ROOT,
+          "ready after %d ms, %d requests from flatpull's first, %.2f MB down, hit ratio %.3f%n", readyMillis,
+          requests.size(), bytesDown / 1e6, hitRatio()));
+      requests.forEach(r -> b.append("  ").append(r.method()).append(' ').append(r.path()).append(' ')
+          .append(r.range()).append(r.byFlatpull() ? "" : " (containerd)").append('\n'));
+      return b.toString();
+    }
+  }
+
+  private static Start coldStart(Node n, String image, String id, List<String> command, boolean httpProbe)
+      throws Exception {
+    Map<String, Double> before = n.metrics();
+    Processes.dropCaches();
+    link.mark();
+    long t0 = System.nanoTime();
+    n.containerd().ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
+    if (httpProbe) {
+      List<String> cmd = new ArrayList<>(List.of("run", "-d", "--net-host", "--snapshotter", "flatpull", image, id));
+      cmd.addAll(command);
+      n.containerd().ctrOk(cmd.toArray(String[]::new));
+      Processes.awaitHttp200("http://127.0.0.1:80/", Duration.ofSeconds(90));
+    } else {
+      List<String> cmd = new ArrayList<>(List.of("run", "--rm", "--snapshotter", "flatpull", image, id));
+      cmd.addAll(command);
+      n.containerd().ctrOk(cmd.toArray(String[]::new));
+    }
+    long ready = (System.nanoTime() - t0) / 1_000_000;
+    LinkEmulator.Counts counts = link.sinceMark();
+    Map<String, Double> atReady = n.metrics();
+    if (httpProbe) {
+      n.containerd().removeContainer(id);
+    }
+    List<LinkEmulator.Request> all = counts.requests();
+    int first = 0;
+    while (first < all.size() && !all.get(first).byFlatpull()) {
+      first++;
+    }
+    return new Start(List.copyOf(all.subList(first, all.size())), counts.bytesDown(), before, atReady, ready);
+  }
+
+  private static Start pythonStart(Node n, String id, String code) throws Exception {
+    return coldStart(n, python, id, List.of("/usr/bin/python3", "-c", code), false);
+  }
+
+  /** Every file the service read, as served through the layer's mount now, equals the root file system's. */
+  private static void assertServedFilesMatch(Node n, Trace trace, Path rootfs) throws IOException {
+    Path remote = n.flatpull().root().resolve("remote");
+    List<Path> mounts;
+    try (var s = Files.list(remote)) {
+      mounts = s.toList();
+    }
+    assertEquals(1, mounts.size(), "one-layer image: " + mounts);
+    int files = 0;
+    for (LayerTrace lt : trace.layers()) {
+      for (String f : lt.files()) {
+        byte[] served = Files.readAllBytes(mounts.get(0).resolve(f.substring(1)));
+        byte[] truth = Files.readAllBytes(rootfs.resolve(f.substring(1)));
+        assertTrue(Arrays.equals(truth, served), f + " differs from the root file system");
+        files++;
+      }
+    }
+    assertTrue(files > 10, "the service read " + files + " files");
+  }
+
+  /** The whole layer as served, against the root file system: no wrong byte anywhere. */
+  private static void assertWholeTreeMatches(Node n, Path rootfs) throws IOException {
+    Path remote = n.flatpull().root().resolve("remote");
+    Path mount;
+    try (var s = Files.list(remote)) {
+      mount = s.findFirst().orElseThrow();
+    }
+    List<String> diff = TreeSnapshot.of(rootfs).differences(TreeSnapshot.of(mount), 10);
+    assertEquals(List.of(), diff, "served tree differs from the root file system");
+  }
+
+  private static long tocBytes(Start s) {
+    return s.requests().stream().filter(r -> r.byFlatpull() && r.kind().equals("blob-range")).mapToLong(
+        LinkEmulator.Request::rangeLength).filter(n -> n > 0).findFirst().orElse(0);
+  }
+
+  private static RegistryClient client(String image) {
+    return clients.client(ImageReference.parse(image));
+  }
+
+  private static ImageManifest manifest(String image) throws IOException {
+    return client(image).resolve(ImageReference.parse(image), dev.flatpull.fetcher.oci.Platform.current()).manifest();
+  }
+
+  private static RuntimeImagePublisher publisher(String image) {
+    RegistryClient c = client(image);
+    return new RuntimeImagePublisher(c, new Referrers(c, Sleeper.SYSTEM, InstantSource.system(), new Random(7)));
+  }
+
+  private static RuntimeImageArtifact artifactOf(String image, Trace trace) throws IOException {
+    return publisher(image).list(manifest(image).digest()).stream()
+        .filter(a -> a.serviceKey().equals(trace.service().key())).findFirst()
+        .orElseThrow(() -> new AssertionError("no runtime image of service " + trace.service().key()));
+  }
+
+  private static byte[] blobOf(String image, RuntimeImageArtifact a) throws IOException {
+    return publisher(image).fetch(a, manifest(image).digest(), dir.resolve("work"));
+  }
+
+  @Test
+  @Order(1)
+  void python_coldStartWithItsRuntimeImage_sixRequests_hitRatioAbove95_bytesNearTheRuntimeImage() throws Exception {
+    byte[] blob = blobOf(python, artifactOf(python, tracePythonA));
+    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
+      Start s = pythonStart(n, "py-ri", PYTHON_A);
+      System.out.print("python, runtime image: " + s.describe());
+      assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
+      assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: "
+          + s.describe());
+      assertTrue(s.hitRatio() >= 0.95, "runtime-image hit ratio " + s.hitRatio() + ": " + s.describe());
+      long bound = (long) (1.3 * (blob.length + tocBytes(s)));
+      assertTrue(s.bytesDown() <= bound, s.bytesDown() + " bytes before ready, more than 1.3 x (runtime image "
+          + blob.length + " + TOC " + tocBytes(s) + ")");
+      assertServedFilesMatch(n, tracePythonA, DebianImage.pythonRootfs());
+    }
+  }
+
+  @Test
+  @Order(2)
+  void http_coldStartWithItsRuntimeImage_sixRequests_hitRatioAbove95_bytesNearTheRuntimeImage() throws Exception {
+    byte[] blob = blobOf(http, artifactOf(http, traceHttp));
+    try (Node n = Node.fresh("", Optional.empty())) {
+      Start s = coldStart(n, http, "http-ri", List.of("/usr/sbin/nginx", "-g", "daemon off;"), true);
+      System.out.print("http, runtime image: " + s.describe());
+      assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
+      assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: "
+          + s.describe());
+      assertTrue(s.hitRatio() >= 0.95, "runtime-image hit ratio " + s.hitRatio() + ": " + s.describe());
+      long bound = (long) (1.3 * (blob.length + tocBytes(s)));
+      assertTrue(s.bytesDown() <= bound, s.bytesDown() + " bytes before ready, more than 1.3 x (runtime image "
+          + blob.length + " + TOC " + tocBytes(s) + ")");
+      assertServedFilesMatch(n, traceHttp, DebianImage.nginxRootfs());
+    }
+  }
+
+  @Test
+  @Order(3)
+  void metricsEndpoint_byCurl_agreesWithTheRegistrysOwnLogAndWithTheTrace() throws Exception {
+    RuntimeImageArtifact artifact = artifactOf(python, tracePythonA);
+    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
+      Start s = pythonStart(n, "py-metrics", PYTHON_A);
+      Processes.Result curl = Processes.run(List.of("curl", "-sf", "http://127.0.0.1:" + n.metricsPort()
+          + "/metrics"), 30);
+      assertEquals(0, curl.exitCode(), curl.stderr());
+      Map<String, Double> scraped = parse(curl.stdout());
+      for (String name : List.of("flatpull_content_served_bytes_total", "flatpull_runtime_image_lookups_total",
+          "flatpull_runtime_image_rejected_total", "flatpull_registry_requests_total", "flatpull_registry_bytes_total",
+          "flatpull_runtime_image_content_bytes_total", "flatpull_runtime_image_contents_total",
+          "flatpull_runtime_image_trace_age_seconds", "flatpull_page_cache_disk_bytes",
+          "flatpull_process_resident_bytes", "flatpull_coldstart_first_byte_seconds_count",
+          "flatpull_layer_toc_seconds_count", "flatpull_runtime_image_stream_seconds_count")) {
+        assertTrue(scraped.keySet().stream().anyMatch(k -> k.equals(name) || k.startsWith(name + "{")),
+            name + " not exported:\n" + curl.stdout());
+      }
+      // Requests and bytes: flatpull's own counters against what the registry received in the same start.
+      long flatpullRequests = s.requests().stream().filter(LinkEmulator.Request::byFlatpull).count();
+      // A registry's answer other than 2xx (the referrers API's 404 here) counts as a failure, not a request.
+      double counted = sum(s, "flatpull_registry_requests_total") + sum(s, "daemon:flatpull_registry_requests_total")
+          + s.delta("flatpull_registry_failures_total") + s.delta("daemon:flatpull_registry_failures_total");
+      assertEquals(flatpullRequests, (long) counted, "requests counted (FUSE manager and daemon) vs seen by the"
+          + " registry: " + s.describe());
+      double bytes = sum(s, "flatpull_registry_bytes_total") + sum(s, "daemon:flatpull_registry_bytes_total");
+      assertTrue(bytes <= s.bytesDown() && bytes >= 0.9 * s.bytesDown() - 64 * 1024,
+          "bytes counted " + bytes + " vs " + s.bytesDown() + " down the link");
+      // Pages: the runtime image brought whole chunks covering every traced page.
+      double delivered = s.delta("flatpull_runtime_image_content_bytes_total{outcome=\"delivered\"}");
+      long tracedBytes = tracePythonA.pages() * 4096;
+      assertTrue(delivered >= 0.5 * tracedBytes && delivered <= artifact.size() * 20L,
+          "delivered " + delivered + " bytes for " + tracePythonA.pages() + " traced pages");
+      assertTrue(s.delta("flatpull_runtime_image_contents_total{outcome=\"delivered\"}") > 0);
+      double age = scraped.get("flatpull_runtime_image_trace_age_seconds");
+      assertTrue(age >= 0 && age < 3600, "trace age " + age);
+      assertEquals(1.0, s.delta("flatpull_coldstart_first_byte_seconds_count"));
+    }
+  }
+
+  @Test
+  @Order(4)
+  void incrementalInjection_serviceBAfterServiceA_fetchesOnlyTheFramesANodeLacks() throws Exception {
+    Path cache = dir.resolve("shared-cache");
+    try (Node a = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.of(cache))) {
+      pythonStart(a, "py-a", PYTHON_A);
+    }
+    RuntimeImageArtifact b = artifactOf(python, tracePythonB);
+    byte[] blob = blobOf(python, b);
+    RuntimeImageFormat.Layout layout = RuntimeImageFormat.read(blob);
+    // Which of B's frames hold content the node lacks, from the page cache the first start left on disk.
+    long expectedFrameBytes = 0;
+    int needed = 0;
+    try (PageCache c = PageCache.open(cache, new CacheSettings(Optional.empty(), 0, 1L << 40, Duration.ofSeconds(1)))) {
+      List<List<int[]>> byFrame = RuntimeImageDecoder.extentsByFrame(layout.index());
+      for (int f = 0; f < byFrame.size(); f++) {
+        boolean missing = false;
+        for (int[] le : byFrame.get(f)) {
+          missing |= !c.contains(layout.index().layers().get(le[0]).extents().get(le[1]).digest());
+        }
+        if (missing) {
+          expectedFrameBytes += layout.index().frames().get(f).length();
+          needed++;
+        }
+      }
+    }
+    assertTrue(needed < layout.index().frames().size(), "service A brought some of B's content");
+    try (Node nb = Node.fresh("service = \"" + tracePythonB.service().key() + "\"", Optional.of(cache))) {
+      Start s = pythonStart(nb, "py-b", PYTHON_B);
+      System.out.print("python, service B after A: " + s.describe());
+      String blobPath = "/blobs/" + b.manifest().digest().toString();
+      Digest blobDigest = RuntimeImagePublisher.blobOf(client(python), b, manifest(python).digest()).digest();
+      long fetched = s.requests().stream().filter(r -> r.path().endsWith("/blobs/" + blobDigest))
+          .mapToLong(LinkEmulator.Request::rangeLength).sum();
+      assertEquals(layout.dataStart() + expectedFrameBytes, fetched, "B's index, then only its " + needed + " of "
+          + layout.index().frames().size() + " frames holding content the node lacked (" + blobPath + ")");
+      assertTrue(s.delta("flatpull_runtime_image_contents_total{outcome=\"reused\"}") > 0);
+    }
+  }
+
+  @Test
+  @Order(5)
+  void streamHeldBack_prepareReturns_andTheContainerIsReadyThroughTheLazyLoaderMeanwhile() throws Exception {
+    RuntimeImageArtifact a = artifactOf(python, tracePythonA);
+    Digest blob = RuntimeImagePublisher.blobOf(client(python), a, manifest(python).digest()).digest();
+    Predicate<LinkEmulator.Request> theStream = r -> r.byFlatpull() && r.path().endsWith("/blobs/" + blob);
+    try (Node n = Node.fresh("service = \"" + a.serviceKey() + "\"", Optional.empty())) {
+      link.hold(theStream);
+      try {
+        Start s = pythonStart(n, "py-held", PYTHON_A);
+        assertTrue(link.seen(theStream), "the stream was asked for (and held): " + s.describe());
+        System.out.print("python, stream held back: " + s.describe());
+        assertTrue(s.delta("flatpull_content_served_bytes_total{source=\"lazy\"}") > 0, s.describe());
+        assertEquals(0.0, s.delta("flatpull_runtime_image_contents_total{outcome=\"delivered\"}"),
+            "ready while the stream was still held");
+        assertTrue(s.readyMillis() < 15_000, "not slowed down by waiting for the held stream: " + s.describe());
+      } finally {
+        link.releaseHeld();
+      }
+      assertWholeTreeMatches(n, DebianImage.pythonRootfs());
+    }
+  }
+
+  /** One bad runtime image per case: the container still starts, serves no wrong byte, and the counters say why. */
+  @Test
+  @Order(6)
+  void badRuntimeImages_eachColdStartSucceedsThroughTheLazyLoader_noWrongByte_andCountersSayWhy() throws Exception {
+    RuntimeImageArtifact a = artifactOf(python, tracePythonA);
+    byte[] good = blobOf(python, a);
+    RuntimeImageFormat.Layout layout = RuntimeImageFormat.read(good);
+    ImageManifest image = manifest(python);
+    Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.digest(), image.raw().length, Map.of());
+
+    byte[] flipped = good.clone();
+    flipped[(int) (layout.frameStart(0) + layout.index().frames().get(0).length() / 2)] ^= 0x5a;
+    badStart("flipped byte in a frame", layout.index(), flipped, subject,
+        "flatpull_runtime_image_rejected_total{reason=\"bad_frame\"}",
+        "flatpull_runtime_image_rejected_total{reason=\"bad_extent\"}");
+
+    RuntimeImageIndex shifted = shiftFirstExtent(layout.index());
+    badStart("wrong page index", shifted, rewrite(good, layout, shifted), subject,
+        "flatpull_runtime_image_lookups_total{result=\"mismatch\"}");
+
+    byte[] truncated = Arrays.copyOf(good, (int) layout.frameStart(Math.min(2, layout.index().frames().size() - 1)));
+    badStart("truncated blob", layout.index(), truncated, subject,
+        "flatpull_runtime_image_rejected_total{reason=\"stream_failed\"}");
+
+    // A registry that fails mid-stream: the good runtime image again, its blob's connection cut after 100 KB.
+    publisher(python).push(layout.index(), good, subject);
+    Digest blob = Digest.sha256(good);
+    link.cut(r -> r.byFlatpull() && r.path().endsWith("/blobs/" + blob), 100_000);
+    try {
+      badStart("registry failing mid-stream", null, null, subject,
+          "flatpull_runtime_image_rejected_total{reason=\"stream_failed\"}");
+    } finally {
+      link.stopCutting();
+    }
+
+    // A runtime image of another manifest, listed under this image (a stale or forged listing).
+    ImageManifest other = manifest(http);
+    RuntimeImageArtifact httpArtifact = artifactOf(http, traceHttp);
+    Referrers referrers = new Referrers(client(python), Sleeper.SYSTEM, InstantSource.system(), new Random(3));
+    byte[] artifactManifest = client(http).fetchManifest(httpArtifact.digest().toString()).raw();
+    for (Descriptor layer : ((ImageManifest) OciDocuments.parse(artifactManifest, MediaTypes.OCI_MANIFEST)).layers()) {
+      Path f = dir.resolve("stale.blob");
+      Files.deleteIfExists(f);
+      client(http).downloadBlob(layer, f);
+      client(python).pushBlob(layer, f);
+    }
+    client(python).pushManifest(httpArtifact.digest().toString(), MediaTypes.OCI_MANIFEST, artifactManifest);
+    Map<String, String> newer = new java.util.HashMap<>(httpArtifact.manifest().annotations());
+    newer.put(RuntimeImageArtifact.CREATED, "2099-01-01T00:00:00Z");
+    newer.put(RuntimeImageArtifact.SERVICE_KEY, tracePythonA.service().key());
+    Descriptor stale = new Descriptor(httpArtifact.manifest().mediaType(), httpArtifact.digest(),
+        httpArtifact.manifest().size(), newer, Optional.empty(), httpArtifact.manifest().artifactType());
+    referrers.update(image.digest(), current -> {
+      List<Descriptor> next = new ArrayList<>(current.stream().filter(d -> !d.digest().equals(stale.digest())).toList());
+      next.add(stale);
+      return next;
+    });
+    assertTrue(other.digest() != null);
+    badStart("runtime image of another manifest", null, null, subject,
+        "flatpull_runtime_image_lookups_total{result=\"mismatch\"}");
+  }
+
+  /** Pushes {@code blob} (when given) as the service's runtime image, cold-starts, and checks the fallback. */
+  private static void badStart(String what, RuntimeImageIndex index, byte[] blob, Descriptor subject,
+      String... reasons) throws Exception {
+    if (blob != null) {
+      publisher(python).push(index, blob, subject);
+    }
+    // The node loads service A's runtime image, whichever is newer.
+    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
+      Start s = pythonStart(n, "py-bad", PYTHON_A);
+      double why = 0;
+      for (String r : reasons) {
+        why += s.delta(r);
+      }
+      System.out.print(what + ": " + s.describe());
+      assertTrue(why > 0, what + ": none of " + List.of(reasons) + " counted:\n" + n.metrics() + "\n"
+          + n.flatpull().log());
+      assertWholeTreeMatches(n, DebianImage.pythonRootfs());
+    }
+  }
+
+  private static RuntimeImageIndex shiftFirstExtent(RuntimeImageIndex index) {
+    List<RuntimeImageIndex.LayerExtents> layers = new ArrayList<>(index.layers());
+    RuntimeImageIndex.LayerExtents l = layers.get(0);
+    List<RuntimeImageIndex.Extent> extents = new ArrayList<>(l.extents());
+    RuntimeImageIndex.Extent e = extents.get(0);
+    extents.set(0, new RuntimeImageIndex.Extent(e.file(), e.fileOffset() + 4096, e.length(), e.frame(),
+        e.frameOffset(), e.digest()));
+    layers.set(0, new RuntimeImageIndex.LayerExtents(l.digest(), l.files(), extents));
+    return new RuntimeImageIndex(index.verify(), index.service(), index.flatpullVersion(), index.createdAt(),
+        index.trace(), index.frames(), layers);
+  }
+
+  private static byte[] rewrite(byte[] blob, RuntimeImageFormat.Layout layout, RuntimeImageIndex index) {
+    List<byte[]> frames = new ArrayList<>();
+    for (int f = 0; f < layout.index().frames().size(); f++) {
+      int start = (int) layout.frameStart(f);
+      frames.add(Arrays.copyOfRange(blob, start, start + layout.index().frames().get(f).length()));
+    }
+    return RuntimeImageFormat.write(index, frames);
+  }
+
+  private static double sum(Start s, String name) {
+    double total = 0;
+    Set<String> keys = new HashSet<>(s.atReady().keySet());
+    for (String k : keys) {
+      if (k.equals(name) || k.startsWith(name + "{")) {
+        total += s.delta(k);
+      }
+    }
+    return total;
+  }
+
+  static Map<String, Double> metrics(int port) throws Exception {
+    HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
+        URI.create("http://127.0.0.1:" + port + "/metrics")).build(), HttpResponse.BodyHandlers.ofString());
+    return parse(r.body());
+  }
+
+  private static Map<String, Double> parse(String text) {
+    Map<String, Double> out = new java.util.TreeMap<>();
+    for (String line : text.split("\n")) {
+      Matcher m = SAMPLE.matcher(line.trim());
+      if (m.matches()) {
+        out.put(m.group(1) + (m.group(2) == null ? "" : m.group(2)), Double.parseDouble(m.group(3)));
+      }
+    }
+    return out;
+  }
+
+  private static int freePort() throws IOException {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      return s.getLocalPort();
+    }
+  }
+}
