@@ -88,6 +88,35 @@ class LayerPrefetcherTest {
   }
 
   @Test
+  void reader_missAsksPendingProducersFirst_andReportsWhereEachChunkCameFrom() throws Exception {
+    List<ContentEvents.Origin> origins = new java.util.ArrayList<>();
+    AtomicInteger asked = new AtomicInteger();
+    // A producer announces, while the read waits, a reservation of the file's first chunk, then fills it.
+    LayerEntry file = layer.index().entry("lib/part3.so").orElseThrow();
+    LayerChunk first = file.chunks().get(0);
+    LayerContentReader reader = new LayerContentReader(layer, cache, 0, new ReadActivity(),
+        (digest, bytes, origin) -> origins.add(origin), () -> {
+          if (asked.incrementAndGet() == 1) {
+            try {
+              cache.reserve(first.digest()).orElseThrow().fill(layer.fetchChunks(List.of(first)).get(first));
+            } catch (java.io.IOException e) {
+              throw new AssertionError(e);
+            }
+          }
+        });
+    byte[] dst = new byte[(int) (first.size() + 10)];
+    int n = reader.read(file, 0, dst, dst.length);
+    assertEquals(dst.length, n);
+    assertArrayEquals(Arrays.copyOf(files.get("lib/part3.so"), n), dst);
+    assertEquals(1, asked.get(), "asked once, before fetching the miss");
+    assertEquals(List.of(ContentEvents.Origin.WAITED, ContentEvents.Origin.FETCHED), origins);
+    origins.clear();
+    reader.read(file, 0, dst, dst.length);
+    assertEquals(List.of(ContentEvents.Origin.PRESENT, ContentEvents.Origin.PRESENT), origins);
+    assertEquals(1, asked.get(), "a read that misses nothing asks no one");
+  }
+
+  @Test
   void run_landmarkFilesOnly_fetchesThemInOneRequestAndNothingElse() throws Exception {
     LayerPrefetcher p = new LayerPrefetcher(layer, cache, new ReadActivity(), layer.index().prioritized(), false);
     p.run();

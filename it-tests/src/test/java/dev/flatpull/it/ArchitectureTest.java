@@ -47,6 +47,13 @@ class ArchitectureTest {
   }
 
   @Test
+  void micrometer_livesOnlyInTheMetricsPackage() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.snapshotter.metrics..")
+        .should().dependOnClassesThat().resideInAnyPackage("io.micrometer..", "io.prometheus..")
+        .check(classes);
+  }
+
+  @Test
   void picocli_livesOnlyInTheCli() {
     noClasses().that().resideOutsideOfPackage("dev.flatpull.snapshotter.cli..")
         .should().dependOnClassesThat().resideInAnyPackage("picocli..")

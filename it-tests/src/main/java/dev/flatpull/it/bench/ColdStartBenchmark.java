@@ -28,9 +28,13 @@ import java.util.Map;
  *
  * <pre>
  *   bin/benchmark-coldstart [--images python,http] [--link 20ms/200mbit]... [--runs 3]
- *                           [--modes overlayfs,lazy,lazy-nobg,stargz] [--stargz BINARY] [--out DIR]
+ *                           [--modes overlayfs,lazy,lazy-nobg,runtime-image,runtime-image-landing,stargz]
+ *                           [--stargz BINARY] [--out DIR]
  *                           [--baseline-root DIR]
  * </pre>
+ *
+ * Modes {@code runtime-image} and {@code runtime-image-landing} start from the service's runtime image (recorded and
+ * pushed before anything is timed), without and with kernel landing.
  *
  * {@code --baseline-root} adds mode {@code lazy-baseline}: flatpull's default configuration run from the jar of another
  * built source tree (an earlier commit, say), so that a change is measured before and after in one run.
@@ -47,6 +51,7 @@ public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final List<String> PYTHON = List.of("/usr/bin/python3", "-c",
       "import json, http.server, email.parser, urllib.request, decimal, logging, argparse");
+  private static final List<String> NGINX = List.of("/usr/sbin/nginx", "-g", "daemon off;");
 
   /** A built source tree of another flatpull version (mode {@code lazy-baseline}), to compare with in one run. */
   private static String BASELINE_ROOT;
@@ -107,6 +112,14 @@ public final class ColdStartBenchmark {
         }
         repos.put(image, "bench/" + image);
       }
+      if (modes.stream().anyMatch(m -> m.startsWith("runtime-image"))) {
+        // Recorded and pushed before anything is timed, as CI does per service version.
+        link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
+        for (String image : images) {
+          progress("recording " + image + " and pushing its runtime image");
+          recordRuntimeImage(image, link.address() + "/" + repos.get(image) + ":esgz");
+        }
+      }
       for (int run = 1; run <= runs; run++) {
         for (String l : links) {
           link.setLink(LinkEmulator.Link.parse(l));
@@ -146,6 +159,14 @@ public final class ColdStartBenchmark {
           containerd = ContainerdServer.start();
           snapshotter = "overlayfs";
         }
+        case "runtime-image", "runtime-image-landing" -> {
+          FlatpullDaemon d = FlatpullDaemon.start("", true, "[runtime_image]\nkernel_landing = "
+              + mode.equals("runtime-image-landing") + "\n");
+          cleanup.add(d);
+          d.awaitManager();
+          containerd = ContainerdServer.withFlatpull(d.socket());
+          snapshotter = "flatpull";
+        }
         case "lazy", "lazy-nobg", "lazy-baseline" -> {
           String own = System.getProperty("flatpull.root", "..");
           FlatpullDaemon d;
@@ -154,7 +175,11 @@ public final class ColdStartBenchmark {
               // The daemon and its FUSE manager run from that tree's jar.
               System.setProperty("flatpull.root", BASELINE_ROOT);
             }
-            d = mode.equals("lazy-nobg") ? FlatpullDaemon.start("") : FlatpullDaemon.startWithDefaultFetching();
+            // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
+            // (An earlier build may not know the setting: it has no runtime images to load anyway.)
+            d = mode.equals("lazy-baseline") ? FlatpullDaemon.startWithDefaultFetching()
+                : FlatpullDaemon.start(mode.equals("lazy-nobg") ? "background_fetch = false" : "", true,
+                    "[runtime_image]\nload = false\n");
           } finally {
             System.setProperty("flatpull.root", own);
           }
@@ -192,8 +217,9 @@ public final class ColdStartBenchmark {
         cmd.addAll(PYTHON);
         containerd.ctrOk(cmd.toArray(String[]::new));
       } else {
-        containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", snapshotter, ref, id, "/usr/sbin/nginx", "-g",
-            "daemon off;");
+        List<String> cmd = new ArrayList<>(List.of("run", "-d", "--net-host", "--snapshotter", snapshotter, ref, id));
+        cmd.addAll(NGINX);
+        containerd.ctrOk(cmd.toArray(String[]::new));
         Processes.awaitHttp200("http://127.0.0.1:80/", Duration.ofSeconds(120));
       }
       long t2 = System.nanoTime();
@@ -204,8 +230,8 @@ public final class ColdStartBenchmark {
       for (AutoCloseable c : cleanup) {
         if (c instanceof FlatpullDaemon d) {
           // Where the FUSE manager's part of the pull went (TOC, tree, mount), for the progress log.
-          Path log = d.root().resolve("fuse-manager.log");
-          Files.readAllLines(log).stream().filter(l -> l.contains("TOC fetched")).forEach(l -> progress("  " + l));
+          d.log().lines().filter(l -> l.contains("TOC fetched") || l.contains("Prepare received")
+              || l.contains("runtime image ")).forEach(l -> progress("  " + l));
         }
       }
       Map<String, Long> byKind = new LinkedHashMap<>();
@@ -230,6 +256,22 @@ public final class ColdStartBenchmark {
           }
         }
         Processes.deleteTree(stargzRoot);
+      }
+    }
+  }
+
+  /** Records the image's service (as the benchmark starts it) on a node of its own, and pushes its runtime image. */
+  private static void recordRuntimeImage(String image, String ref) throws Exception {
+    try (FlatpullDaemon d = FlatpullDaemon.start("");
+        ContainerdServer c = ContainerdServer.withFlatpull(d.socket())) {
+      List<String> args = new ArrayList<>(List.of("record", "--config", d.config().toString(), "--plain-http",
+          "--containerd-address", c.socket().toString(), "--namespace", ContainerdServer.NAMESPACE,
+          "--out", Files.createTempFile("bench", ".fptrace").toString(), "--push-runtime-image", "--probe",
+          image.equals("python") ? "exit" : "http://127.0.0.1:80/", ref, "--"));
+      args.addAll(image.equals("python") ? PYTHON : NGINX);
+      Cli.Run r = Cli.inProcess(args.toArray(String[]::new));
+      if (r.exitCode() != 0) {
+        throw new IOException("recording " + image + " failed: " + r.stderr());
       }
     }
   }
