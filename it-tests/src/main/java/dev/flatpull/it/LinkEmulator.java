@@ -264,18 +264,19 @@ public final class LinkEmulator implements AutoCloseable {
           int n = p.length();
           long left = requests ? -1 : budget.get();
           if (left >= 0 && n >= left) {
+            counter.addAndGet(left);
             out.write(p.bytes(), 0, (int) left);
             out.flush();
-            counter.addAndGet(left);
             break;
           }
           if (left >= 0) {
             budget.addAndGet(-n);
           }
           bucket.take(n);
+          // Counted before the write: a reader that has the bytes must find them counted.
+          counter.addAndGet(n);
           out.write(p.bytes(), 0, n);
           out.flush();
-          counter.addAndGet(n);
         }
       } catch (IOException | InterruptedException e) {
         // The other side went away.
