@@ -31,13 +31,14 @@ public final class LayerContentReader {
   private final ReadActivity activity;
   private final ContentEvents events;
   private final PendingProducers producers;
+  private final PageSource pages;
 
   public LayerContentReader(LazyLayer layer, PageCache cache) {
     this(layer, cache, DEFAULT_READAHEAD, new ReadActivity());
   }
 
   public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity) {
-    this(layer, cache, readahead, activity, ContentEvents.NONE, PendingProducers.NONE);
+    this(layer, cache, readahead, activity, ContentEvents.NONE, PendingProducers.NONE, PageSource.NONE);
   }
 
   /**
@@ -45,15 +46,17 @@ public final class LayerContentReader {
    * @param activity told while a read waits for content, so that background prefetching steps aside
    * @param events told where each chunk a read served came from
    * @param producers asked before a miss is fetched, so that content about to be streamed is waited for instead
+   * @param pages content a producer brings page by page, taken for a missing chunk when it has every page needed
    */
   public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity,
-      ContentEvents events, PendingProducers producers) {
+      ContentEvents events, PendingProducers producers, PageSource pages) {
     this.layer = layer;
     this.cache = cache;
     this.readahead = readahead;
     this.activity = activity;
     this.events = events;
     this.producers = producers;
+    this.pages = pages;
   }
 
   /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
@@ -79,27 +82,39 @@ public final class LayerContentReader {
         missing.add(c);
       }
     }
+    Map<LayerChunk, byte[]> sliced = new java.util.HashMap<>();
     if (!missing.isEmpty()) {
-      List<LayerChunk> ahead = new ArrayList<>();
-      if (readahead > 0) {
-        for (LayerChunk c : LazyLayer.covering(file, offset + n, Math.min(readahead, Math.max(0, file.size() - offset - n)))) {
-          if (!c.stored().isEmpty() && c.fileOffset() >= offset + n) {
-            ahead.add(c);
-          }
-        }
-      }
       activity.begin();
       try {
         producers.awaitAnnounced();
-        fetchMissing(file, missing, ahead, data, origins);
+        if (pages != PageSource.NONE) {
+          missing = fromPages(file, offset, n, missing, sliced, origins);
+        }
+        if (!missing.isEmpty()) {
+          List<LayerChunk> ahead = new ArrayList<>();
+          if (readahead > 0) {
+            for (LayerChunk c : LazyLayer.covering(file, offset + n,
+                Math.min(readahead, Math.max(0, file.size() - offset - n)))) {
+              if (!c.stored().isEmpty() && c.fileOffset() >= offset + n) {
+                ahead.add(c);
+              }
+            }
+          }
+          fetchMissing(file, missing, ahead, data, origins);
+        }
       } finally {
         activity.end();
       }
     }
     for (LayerChunk c : chunks) {
-      byte[] bytes = data.get(c);
       long from = Math.max(offset, c.fileOffset());
       long to = Math.min(offset + n, c.fileEnd());
+      byte[] slice = sliced.get(c);
+      if (slice != null) {
+        System.arraycopy(slice, 0, dst, (int) (from - offset), slice.length);
+        continue;
+      }
+      byte[] bytes = data.get(c);
       System.arraycopy(bytes, (int) (from - c.fileOffset()), dst, (int) (from - offset), (int) (to - from));
       ContentEvents.Origin origin = origins.get(c);
       if (origin != null) {
@@ -107,6 +122,71 @@ public final class LayerContentReader {
       }
     }
     return n;
+  }
+
+  /** Nothing verified to offer: a page the source named is neither cached nor arriving. */
+  private static final class NoPage extends IOException {
+    NoPage() {
+      super("page not available");
+    }
+  }
+
+  /**
+   * Serves the part of each missing chunk the read needs from the page source, when it has every page of that part
+   * (cached, or reserved by its producer: then waited for as any reservation); returns the chunks still missing.
+   */
+  private List<LayerChunk> fromPages(LayerEntry file, long offset, int n, List<LayerChunk> missing,
+      Map<LayerChunk, byte[]> sliced, Map<LayerChunk, ContentEvents.Origin> origins) throws IOException {
+    List<LayerChunk> rest = new ArrayList<>();
+    for (LayerChunk c : missing) {
+      long from = Math.max(offset, c.fileOffset());
+      long to = Math.min(offset + n, c.fileEnd());
+      byte[] slice = new byte[(int) (to - from)];
+      List<Object[]> served = new ArrayList<>();
+      boolean whole = true;
+      for (long p = from / PageSource.PAGE_SIZE; p * PageSource.PAGE_SIZE < to && whole; p++) {
+        Optional<dev.flatpull.core.Digest> d = pages.page(file.name(), p);
+        if (d.isEmpty()) {
+          whole = false;
+          break;
+        }
+        byte[] page;
+        ContentEvents.Origin origin = ContentEvents.Origin.PRESENT;
+        Optional<byte[]> hit = cache.get(d.get());
+        if (hit.isPresent()) {
+          page = hit.get();
+        } else {
+          try {
+            page = cache.getOrLoad(d.get(), () -> {
+              throw new NoPage();
+            });
+            origin = ContentEvents.Origin.WAITED;
+          } catch (NoPage e) {
+            whole = false;
+            break;
+          }
+        }
+        long pageStart = p * PageSource.PAGE_SIZE;
+        long a = Math.max(from, pageStart);
+        long b = Math.min(to, pageStart + page.length);
+        if (b - a < Math.min(to, pageStart + PageSource.PAGE_SIZE) - a) {
+          whole = false; // a page shorter than the file has there: not this file's page
+          break;
+        }
+        System.arraycopy(page, (int) (a - pageStart), slice, (int) (a - from), (int) (b - a));
+        served.add(new Object[] {d.get(), (int) (b - a), origin});
+      }
+      if (whole) {
+        sliced.put(c, slice);
+        origins.remove(c);
+        for (Object[] s : served) {
+          events.served((dev.flatpull.core.Digest) s[0], (Integer) s[1], (ContentEvents.Origin) s[2]);
+        }
+      } else {
+        rest.add(c);
+      }
+    }
+    return rest;
   }
 
   /**

@@ -88,6 +88,35 @@ class LayerPrefetcherTest {
   }
 
   @Test
+  void reader_missingChunkWhosePagesAreKnown_isServedFromThePages_withoutARequest() throws Exception {
+    LayerEntry file = layer.index().entry("lib/part5.so").orElseThrow();
+    byte[] truth = files.get("lib/part5.so");
+    // Pages 3..5 of the file, as a page-mode runtime image brings them: verified pages under their own digests.
+    Map<Long, dev.flatpull.core.Digest> known = new java.util.HashMap<>();
+    for (long p = 3; p <= 5; p++) {
+      byte[] page = Arrays.copyOfRange(truth, (int) p * 4096, (int) (p + 1) * 4096);
+      dev.flatpull.core.Digest d = dev.flatpull.core.Digest.sha256(page);
+      cache.put(d, page);
+      known.put(p, d);
+    }
+    List<ContentEvents.Origin> origins = new java.util.ArrayList<>();
+    LayerContentReader reader = new LayerContentReader(layer, cache, 0, new ReadActivity(),
+        (digest, bytes, origin) -> origins.add(origin), PendingProducers.NONE,
+        (name, page) -> name.equals(file.name()) ? Optional.ofNullable(known.get(page)) : Optional.empty());
+    byte[] dst = new byte[3 * 4096 - 100];
+    assertEquals(dst.length, reader.read(file, 3 * 4096 + 50, dst, dst.length));
+    assertArrayEquals(Arrays.copyOfRange(truth, 3 * 4096 + 50, 3 * 4096 + 50 + dst.length), dst);
+    assertEquals(0, requests.get(), "served from the pages alone");
+    assertEquals(List.of(ContentEvents.Origin.PRESENT, ContentEvents.Origin.PRESENT, ContentEvents.Origin.PRESENT),
+        origins);
+    // A read reaching a page the source lacks takes the chunk from the lazy loader instead.
+    byte[] more = new byte[4 * 4096];
+    assertEquals(more.length, reader.read(file, 3 * 4096, more, more.length));
+    assertArrayEquals(Arrays.copyOfRange(truth, 3 * 4096, 7 * 4096), more);
+    assertTrue(requests.get() > 0);
+  }
+
+  @Test
   void reader_missAsksPendingProducersFirst_andReportsWhereEachChunkCameFrom() throws Exception {
     List<ContentEvents.Origin> origins = new java.util.ArrayList<>();
     AtomicInteger asked = new AtomicInteger();
@@ -103,7 +132,7 @@ class LayerPrefetcherTest {
               throw new AssertionError(e);
             }
           }
-        });
+        }, PageSource.NONE);
     byte[] dst = new byte[(int) (first.size() + 10)];
     int n = reader.read(file, 0, dst, dst.length);
     assertEquals(dst.length, n);

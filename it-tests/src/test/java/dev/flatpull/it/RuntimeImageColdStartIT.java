@@ -489,6 +489,30 @@ class RuntimeImageColdStartIT {
         "flatpull_runtime_image_lookups_total{result=\"mismatch\"}");
   }
 
+  /** The opt-in page mode: pages checked against the runtime image's own digests, served on the same read path. */
+  @Test
+  @Order(7)
+  void pageMode_onANodeThatTrustsIt_startsFromPages_sixRequests_hitRatioAbove95() throws Exception {
+    Cli.Run build = Cli.inProcess("runtime-image", "build", "--plain-http", python, "--trace",
+        dir.resolve("a.fptrace").toString(), "--push", "--verify", "runtime-image");
+    assertEquals(0, build.exitCode(), build.stderr());
+    try (Node n = Node.fresh("verify = \"runtime-image\"\nservice = \"" + tracePythonA.service().key() + "\"",
+        Optional.empty())) {
+      Start s = pythonStart(n, "py-pages", PYTHON_A);
+      System.out.print("python, page-mode runtime image: " + s.describe());
+      assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
+      assertTrue(s.requests().size() <= 6, "at most 6 requests: " + s.describe());
+      assertTrue(s.hitRatio() >= 0.95, "page-mode hit ratio " + s.hitRatio() + ": " + s.describe());
+      assertServedFilesMatch(n, tracePythonA, DebianImage.pythonRootfs());
+    }
+    // A node that verifies against the image does not load it.
+    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
+      Start s = pythonStart(n, "py-pages-refused", PYTHON_A);
+      assertEquals(0.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), s.describe());
+      assertWholeTreeMatches(n, DebianImage.pythonRootfs());
+    }
+  }
+
   /** Pushes {@code blob} (when given) as the service's runtime image, cold-starts, and checks the fallback. */
   private static void badStart(String what, RuntimeImageIndex index, byte[] blob, Descriptor subject,
       String... reasons) throws Exception {

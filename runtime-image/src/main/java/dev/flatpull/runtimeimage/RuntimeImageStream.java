@@ -1,5 +1,6 @@
 package dev.flatpull.runtimeimage;
 
+import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.VerifiedContent;
@@ -56,6 +57,13 @@ public final class RuntimeImageStream {
      * from here on find its reservations. Called once per load, also when it fails.
      */
     default void announced() {}
+
+    /**
+     * The stream will bring (it is reserved) or the node already has {@code content} for {@code path} at
+     * {@code offset} in {@code layer}; called for each before {@link #announced}, so that a page-granular read path
+     * can find page-mode content by place.
+     */
+    default void planned(Digest layer, String path, long offset, int length, Digest content) {}
   }
 
   /**
@@ -82,12 +90,19 @@ public final class RuntimeImageStream {
   private final PageCache cache;
   private final ProducerProgress progress;
   private final Delivery delivery;
+  private final Verification trusted;
 
-  public RuntimeImageStream(RegistryClient client, PageCache cache, ProducerProgress progress, Delivery delivery) {
+  /**
+   * @param trusted the verification the node trusts ({@code [runtime_image] verify}): a runtime image whose index says
+   *     otherwise is refused, whatever its artifact's annotations claim
+   */
+  public RuntimeImageStream(RegistryClient client, PageCache cache, ProducerProgress progress, Delivery delivery,
+      Verification trusted) {
     this.client = client;
     this.cache = cache;
     this.progress = progress;
     this.delivery = delivery;
+    this.trusted = trusted;
   }
 
   /**
@@ -228,6 +243,11 @@ public final class RuntimeImageStream {
       if (layout != null) {
         return;
       }
+      if (l.index().verify() != trusted) {
+        // Page digests from an index are trusted only where the node chose to trust them.
+        throw new RuntimeImageMismatchException("index.verify: the runtime image is verified as "
+            + l.index().verify().key() + ", this node trusts only " + trusted.key() + " ([runtime_image] verify)");
+      }
       try {
         binding = ImageBinding.bind(l.index(), manifest, layers);
       } catch (IllegalArgumentException e) {
@@ -251,7 +271,11 @@ public final class RuntimeImageStream {
         for (int[] le : byFrame.get(f)) {
           Digest d = binding.expected(le[0], le[1]);
           if (!seen.add(d)) {
+            // The same content at another place: one copy serves both.
             needed[f] |= reserved.containsKey(d);
+            if (reserved.containsKey(d) || cache.contains(d)) {
+              plan(le, d);
+            }
             continue;
           }
           contents++;
@@ -262,8 +286,11 @@ public final class RuntimeImageStream {
           } else if (cache.contains(d)) {
             reused++;
             reusedBytes += extent(le).length();
+          } else {
+            // Another reader fetches it right now: it needs nothing from us.
+            continue;
           }
-          // Else another reader fetches it right now: it needs nothing from us.
+          plan(le, d);
         }
       }
     }
@@ -364,6 +391,12 @@ public final class RuntimeImageStream {
           giveUp(f);
         }
       }
+    }
+
+    private void plan(int[] le, Digest d) {
+      LayerExtents l = layout.index().layers().get(le[0]);
+      Extent e = l.extents().get(le[1]);
+      delivery.planned(l.digest(), l.files().get(e.file()), e.fileOffset(), e.length(), d);
     }
 
     private Extent extent(int[] le) {

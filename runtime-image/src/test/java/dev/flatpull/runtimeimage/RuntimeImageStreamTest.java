@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.VerifiedContent;
@@ -109,7 +110,7 @@ class RuntimeImageStreamTest {
 
   private RuntimeImageStream.Outcome load(PageCache cache, List<Digest> delivered) throws Exception {
     return new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
-        (layer, path, offset, length, content) -> delivered.add(content))
+        (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE)
         .load(artifact, image.manifest, tocs::get);
   }
 
@@ -223,8 +224,19 @@ class RuntimeImageStreamTest {
             image.manifest.layers(), Map.of("another", "manifest")), MediaTypes.OCI_MANIFEST);
     PageCache cache = cache("stale");
     assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
-        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}).load(artifact, other, tocs::get));
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE)
+        .load(artifact, other, tocs::get));
     assertEquals(0, blobRequests().size());
+  }
+
+  @Test
+  void indexVerifiedOtherwiseThanTheNodeTrusts_isRefusedWhateverTheAnnotationsSay() throws Exception {
+    PageCache cache = cache("distrust");
+    assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.RUNTIME_IMAGE)
+        .load(artifact, image.manifest, tocs::get));
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    assertFalse(cache.contains(layout.index().layers().get(0).extents().get(0).digest()), "nothing entered the cache");
   }
 
   @Test

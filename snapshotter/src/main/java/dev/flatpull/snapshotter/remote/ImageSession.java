@@ -10,7 +10,10 @@ import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.reference.ImageReference;
 import java.io.IOException;
 import java.io.InterruptedIOException;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fuse.PageSource;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
@@ -31,6 +34,8 @@ final class ImageSession {
   final CompletableFuture<Boolean> runtimeImage = new CompletableFuture<>();
   /** Completes once the runtime image's content is reserved in the cache, or none will be. */
   final CompletableFuture<Void> announced = new CompletableFuture<>();
+  /** Page-mode content by place: layer digest, content entry name and page number to the page's digest. */
+  private final Map<String, Digest> pages = new ConcurrentHashMap<>();
   /** Set when a read waited a whole stall for {@link #announced}: reads stop waiting for it. */
   volatile boolean announcementLate;
   private final Map<Digest, CompletableFuture<LazyLayer>> layers = new ConcurrentHashMap<>();
@@ -110,6 +115,27 @@ final class ImageSession {
       throw new IOException("layer " + digest + " has no table of contents");
     }
     return layer(d).index();
+  }
+
+  /**
+   * Records that page-mode content {@code content} is {@code path} at {@code offset} (a page) of {@code layer}, keyed
+   * by the file's content entry (a hard link's target), as the read path looks it up.
+   */
+  void pagePlanned(Digest layer, String path, long offset, Digest content) throws IOException {
+    LayerIndex index = index(layer);
+    Optional<LayerEntry> e = index.entry(path).map(index::contentOf);
+    if (e.isPresent()) {
+      pages.put(pageKey(layer, e.get().name(), offset / PageSource.PAGE_SIZE), content);
+    }
+  }
+
+  /** The page-mode content of {@code layer}'s files, for its read path. */
+  PageSource pagesOf(Digest layer) {
+    return (file, page) -> Optional.ofNullable(pages.get(pageKey(layer, file, page)));
+  }
+
+  private static String pageKey(Digest layer, String file, long page) {
+    return layer + "\0" + file + "\0" + page;
   }
 
   /** True the first time only: the image's first byte served. */

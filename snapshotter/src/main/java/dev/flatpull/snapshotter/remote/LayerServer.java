@@ -22,6 +22,7 @@ import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerPrefetcher;
 import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.fuse.PageSource;
 import dev.flatpull.fuse.PendingProducers;
 import dev.flatpull.fuse.ReadActivity;
 import dev.flatpull.pagecache.CacheStats;
@@ -193,7 +194,7 @@ public final class LayerServer implements AutoCloseable {
     };
     LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
         contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
-            .orElse(PendingProducers.NONE));
+            .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE));
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
     LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
@@ -256,6 +257,9 @@ public final class LayerServer implements AutoCloseable {
         return;
       }
       RuntimeImageArtifact artifact = chosen.chosen().get();
+      // Page mode: content arrives page by page under its own digests, found by place on the read path.
+      boolean pageMode = artifact.verify().equals(Optional.of(dev.flatpull.config.RuntimeImageSettings.Verification
+          .RUNTIME_IMAGE));
       RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(runtimeImages.stall()),
           new RuntimeImageStream.Delivery() {
             @Override
@@ -270,7 +274,18 @@ public final class LayerServer implements AutoCloseable {
             public void announced() {
               s.announced.complete(null);
             }
-          });
+
+            @Override
+            public void planned(Digest layer, String path, long offset, int length, Digest content) {
+              if (pageMode) {
+                try {
+                  s.pagePlanned(layer, path, offset, content);
+                } catch (IOException e) {
+                  // The layer's TOC could not be had: its reads go to the lazy loader.
+                }
+              }
+            }
+          }, runtimeImages.verify());
       RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
       Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
       Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
