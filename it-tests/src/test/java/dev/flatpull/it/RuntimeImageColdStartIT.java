@@ -292,15 +292,7 @@ class RuntimeImageColdStartIT {
   void python_coldStartWithItsRuntimeImage_sixRequests_hitRatioAbove95_bytesNearTheRuntimeImage() throws Exception {
     byte[] blob = blobOf(python, artifactOf(python, tracePythonA));
     try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
-      Start s = pythonStart(n, "py-ri", PYTHON_A);
-      System.out.print("python, runtime image: " + s.describe());
-      assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
-      assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: "
-          + s.describe());
-      assertTrue(s.hitRatio() >= 0.95, "runtime-image hit ratio " + s.hitRatio() + ": " + s.describe());
-      long bound = (long) (1.3 * (blob.length + tocBytes(s)));
-      assertTrue(s.bytesDown() <= bound, s.bytesDown() + " bytes before ready, more than 1.3 x (runtime image "
-          + blob.length + " + TOC " + tocBytes(s) + ")");
+      assertStartedFromItsRuntimeImage("python", n, pythonStart(n, "py-ri", PYTHON_A), blob);
       assertServedFilesMatch(n, tracePythonA, DebianImage.pythonRootfs());
     }
   }
@@ -310,17 +302,21 @@ class RuntimeImageColdStartIT {
   void http_coldStartWithItsRuntimeImage_sixRequests_hitRatioAbove95_bytesNearTheRuntimeImage() throws Exception {
     byte[] blob = blobOf(http, artifactOf(http, traceHttp));
     try (Node n = Node.fresh("", Optional.empty())) {
-      Start s = coldStart(n, http, "http-ri", List.of("/usr/sbin/nginx", "-g", "daemon off;"), true);
-      System.out.print("http, runtime image: " + s.describe());
-      assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
-      assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: "
-          + s.describe());
-      assertTrue(s.hitRatio() >= 0.95, "runtime-image hit ratio " + s.hitRatio() + ": " + s.describe());
-      long bound = (long) (1.3 * (blob.length + tocBytes(s)));
-      assertTrue(s.bytesDown() <= bound, s.bytesDown() + " bytes before ready, more than 1.3 x (runtime image "
-          + blob.length + " + TOC " + tocBytes(s) + ")");
+      assertStartedFromItsRuntimeImage("http", n,
+          coldStart(n, http, "http-ri", List.of("/usr/sbin/nginx", "-g", "daemon off;"), true), blob);
       assertServedFilesMatch(n, traceHttp, DebianImage.nginxRootfs());
     }
+  }
+
+  /** A one-layer image's start from its runtime image {@code blob}: loaded, 6 requests, hit ratio, bytes. */
+  private static void assertStartedFromItsRuntimeImage(String what, Node n, Start s, byte[] blob) throws IOException {
+    System.out.print(what + ", runtime image: " + s.describe());
+    assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
+    assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: " + s.describe());
+    assertTrue(s.hitRatio() >= 0.95, "runtime-image hit ratio " + s.hitRatio() + ": " + s.describe());
+    long bound = (long) (1.3 * (blob.length + tocBytes(s)));
+    assertTrue(s.bytesDown() <= bound, s.bytesDown() + " bytes before ready, more than 1.3 x (runtime image "
+        + blob.length + " + TOC " + tocBytes(s) + ")");
   }
 
   @Test
