@@ -36,6 +36,7 @@ class RemoteSnapshotIT {
   private static String image;
   private static long imageBytes;
   private static int metricsPort;
+  private static int managerMetricsPort;
 
   @BeforeAll
   static void start() throws Exception {
@@ -48,7 +49,9 @@ class RemoteSnapshotIT {
     imageBytes = layers.findValues("compressedSize").stream().mapToLong(n -> n.asLong()).sum();
     layerDigest = layers.get(0).path("digest").asText();
     metricsPort = freePort();
-    flatpull = cleanup.add(FlatpullDaemon.start("metrics_address = \"127.0.0.1:" + metricsPort + "\""));
+    managerMetricsPort = freePort();
+    flatpull = cleanup.add(FlatpullDaemon.start("metrics_address = \"127.0.0.1:" + metricsPort + "\"\n"
+        + "fuse_manager_metrics_address = \"127.0.0.1:" + managerMetricsPort + "\""));
     containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
   }
 
@@ -287,8 +290,7 @@ class RemoteSnapshotIT {
   }
 
   private static double fallbacks(String reason) throws IOException, InterruptedException {
-    String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
-        URI.create("http://127.0.0.1:" + metricsPort + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    String body = scrape(metricsPort);
     String prefix = "flatpull_remote_fallbacks_total{reason=\"" + reason + "\"} ";
     return body.lines().filter(l -> l.startsWith(prefix)).mapToDouble(l -> Double.parseDouble(l.substring(prefix.length())))
         .findFirst().orElse(0);
@@ -323,7 +325,8 @@ class RemoteSnapshotIT {
     // Until containerd has redialled the daemon and the pull reaches the crash point.
     for (int i = 0; i < 120 && flatpull.isAlive(); i++) {
       Processes.Result pull = containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
-      assertTrue(pull.exitCode() != 0, "the pull cannot succeed: the daemon halts in the middle of it");
+      assertTrue(pull.exitCode() != 0, "the pull cannot succeed: the daemon halts in the middle of it\n"
+          + flatpull.log());
       Thread.sleep(500);
     }
     assertEquals(137, flatpull.awaitExit());
@@ -346,11 +349,20 @@ class RemoteSnapshotIT {
     containerd.ctrOk("image", "rm", "--sync", image);
   }
 
+  /** The sum of every sample of {@code name} (over its tags) on the daemon's and the FUSE manager's endpoints. */
   private static double metric(String name) throws IOException, InterruptedException {
-    String body = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
-        URI.create("http://127.0.0.1:" + metricsPort + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
-    return body.lines().filter(l -> l.startsWith(name + " ")).mapToDouble(l -> Double.parseDouble(l.split(" ")[1]))
-        .findFirst().orElseThrow(() -> new AssertionError(name + " not in\n" + body));
+    String body = scrape(metricsPort) + scrape(managerMetricsPort);
+    List<Double> samples = body.lines().filter(l -> l.startsWith(name + " ") || l.startsWith(name + "{"))
+        .map(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).toList();
+    if (samples.isEmpty()) {
+      throw new AssertionError(name + " not in\n" + body);
+    }
+    return samples.stream().mapToDouble(Double::doubleValue).sum();
+  }
+
+  private static String scrape(int port) throws IOException, InterruptedException {
+    return HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port
+        + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
   }
 
   static int freePort() throws IOException {

@@ -66,7 +66,7 @@ public final class LayerServer implements AutoCloseable {
   /** One served layer. */
   public record Served(
       Path mountPoint, Descriptor layer, String imageRef, int entries, String format, LayerMount mount,
-      List<LayerPrefetcher> prefetchers, Optional<Digest> image, ReadaheadKnobs readahead) {}
+      List<LayerPrefetcher> prefetchers, Optional<String> image, ReadaheadKnobs readahead) {}
 
   /**
    * The threads the server runs on, made by the composition root.
@@ -111,7 +111,9 @@ public final class LayerServer implements AutoCloseable {
   private final Threads threads;
   private final ReadActivity activity = new ReadActivity();
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
-  private final Map<Digest, ImageSession> sessions = new ConcurrentHashMap<>();
+  // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
+  // another session, with its own registry client.
+  private final Map<String, ImageSession> sessions = new ConcurrentHashMap<>();
   // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
   private final Set<Digest> fromRuntimeImage = ConcurrentHashMap.newKeySet();
   private final TraceRecorder recorder = new TraceRecorder();
@@ -203,7 +205,7 @@ public final class LayerServer implements AutoCloseable {
     session.ifPresent(x -> narrowWhileStarting(x, key, readahead));
     List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
-        session.map(x -> x.manifest.digest()), readahead);
+        session.map(x -> x.reference.toString()), readahead);
     served.put(key, s);
     metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
     LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
@@ -225,7 +227,7 @@ public final class LayerServer implements AutoCloseable {
     }
     ImageReference pinned = ref.withDigest(manifest.digest());
     boolean[] created = {false};
-    ImageSession s = sessions.computeIfAbsent(manifest.digest(), d -> {
+    ImageSession s = sessions.computeIfAbsent(pinned.toString(), d -> {
       created[0] = true;
       return new ImageSession(pinned, manifest, nanoTime.getAsLong(), opener(pinned), threads.tocs());
     });
@@ -320,7 +322,7 @@ public final class LayerServer implements AutoCloseable {
    */
   private void land(ImageSession s, Digest layer, String path, long offset, int length) {
     Optional<Served> at = served.values().stream()
-        .filter(x -> x.image().equals(Optional.of(s.manifest.digest())) && x.layer().digest().equals(layer))
+        .filter(x -> x.image().equals(Optional.of(s.reference.toString())) && x.layer().digest().equals(layer))
         .findFirst();
     if (at.isEmpty()) {
       return;
