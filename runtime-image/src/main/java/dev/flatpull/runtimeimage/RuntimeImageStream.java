@@ -329,10 +329,10 @@ public final class RuntimeImageStream {
       for (int f = from; f < to; f++) {
         long start = layout.frameStart(f);
         Frame frame = layout.index().frames().get(f);
-        skipExactly(in, start - position);
+        in.skipNBytes(start - position); // EOFException if the blob ends before the frame
         position = start;
         if (done[f] || !needed[f]) {
-          skipExactly(in, frame.length());
+          in.skipNBytes(frame.length());
         } else {
           byte[] compressed = readExactly(in, frame.length(), "frame " + f);
           progress.advanced();
@@ -410,20 +410,6 @@ public final class RuntimeImageStream {
       throw new EOFException("the runtime image ended inside " + what + " (" + b.length + " of " + n + " bytes)");
     }
     return b;
-  }
-
-  private static void skipExactly(InputStream in, long n) throws IOException {
-    long left = n;
-    while (left > 0) {
-      long s = in.skip(left);
-      if (s <= 0) {
-        if (in.read() < 0) {
-          throw new EOFException("the runtime image ended " + left + " bytes before a frame");
-        }
-        s = 1;
-      }
-      left -= s;
-    }
   }
 
   /** Tells waiting readers that bytes keep arriving, not only whole frames. */

@@ -140,6 +140,7 @@ final class ImageSession {
 
   /** True the first time only: the image's first byte served. */
   boolean firstByteServed() {
-    return firstByte.compareAndSet(false, true);
+    // A plain read first: this runs for every chunk served, and is true only once.
+    return !firstByte.get() && firstByte.compareAndSet(false, true);
   }
 }
