@@ -82,12 +82,14 @@ public final class LayerContentReader {
         missing.add(c);
       }
     }
-    Map<LayerChunk, byte[]> sliced = new java.util.HashMap<>();
+    // Parts of missing chunks served from a page source; allocated only when a read misses and there is one.
+    Map<LayerChunk, byte[]> sliced = Map.of();
     if (!missing.isEmpty()) {
       activity.begin();
       try {
         producers.awaitAnnounced();
         if (pages != PageSource.NONE) {
+          sliced = new java.util.HashMap<>();
           missing = fromPages(file, offset, n, missing, sliced, origins);
         }
         if (!missing.isEmpty()) {
