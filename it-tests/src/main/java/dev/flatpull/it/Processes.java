@@ -155,4 +155,25 @@ public final class Processes {
     }
     throw new IOException("no HTTP 200 from " + url + " within " + timeout);
   }
+
+  /** A TCP port free on 127.0.0.1 when asked (for a server the caller starts next). */
+  public static int freePort() throws IOException {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      return s.getLocalPort();
+    }
+  }
+
+  /** The resident set of process {@code pid} in bytes (VmRSS), or -1 when it is gone. */
+  public static long residentBytes(long pid) {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
+        if (line.startsWith("VmRSS:")) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      }
+    } catch (IOException gone) {
+      // exited
+    }
+    return -1;
+  }
 }

@@ -2,7 +2,6 @@ package dev.flatpull.it;
 
 import java.io.IOException;
 import java.net.HttpURLConnection;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -28,7 +27,7 @@ public final class RegistryServer implements AutoCloseable {
   public static RegistryServer start() throws IOException, InterruptedException {
     Path program = Processes.require("docker-registry");
     Path dir = Files.createTempDirectory("flatpull-registry");
-    int port = freePort();
+    int port = Processes.freePort();
     Path config = dir.resolve("config.yml");
     Files.writeString(config, """
         version: 0.1
@@ -49,11 +48,6 @@ public final class RegistryServer implements AutoCloseable {
     return server;
   }
 
-  static int freePort() throws IOException {
-    try (ServerSocket s = new ServerSocket(0)) {
-      return s.getLocalPort();
-    }
-  }
 
   private void awaitReady(Duration timeout) throws IOException, InterruptedException {
     Instant deadline = Instant.now().plus(timeout);

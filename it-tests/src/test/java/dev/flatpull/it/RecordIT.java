@@ -102,7 +102,7 @@ class RecordIT {
 
   @Test
   void anHttpServer_untilItAnswers() throws Exception {
-    int port = RemoteSnapshotIT.freePort();
+    int port = Processes.freePort();
     Path out = dir.resolve("http.fptrace");
     Cli.Run r = record(out, List.of("http://127.0.0.1:" + port + "/", "tcp://127.0.0.1:" + port), List.of(),
         "/usr/bin/python3", "-m", "http.server", Integer.toString(port), "--bind", "127.0.0.1", "--directory", "/srv");

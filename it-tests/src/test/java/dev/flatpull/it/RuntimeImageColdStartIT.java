@@ -27,10 +27,6 @@ import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.Trace;
 import dev.flatpull.trace.TraceFile;
 import java.io.IOException;
-import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -44,8 +40,6 @@ import java.util.Optional;
 import java.util.Random;
 import java.util.Set;
 import java.util.function.Predicate;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -65,7 +59,6 @@ import org.junit.jupiter.api.TestMethodOrder;
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class RuntimeImageColdStartIT {
-  private static final Pattern SAMPLE = Pattern.compile("^([a-z_]+)(\\{[^}]*\\})? ([0-9.eE+-]+|NaN)$");
   private static final String PYTHON_A = "import json, http.server, email.parser, urllib.request, decimal, logging";
   private static final String PYTHON_B = "import json, sqlite3, csv, argparse, decimal";
   private static final Cleanup cleanup = new Cleanup();
@@ -139,8 +132,8 @@ class RuntimeImageColdStartIT {
   private record Node(FlatpullDaemon flatpull, ContainerdServer containerd, int metricsPort, int daemonMetricsPort)
       implements AutoCloseable {
     static Node fresh(String runtimeImageToml, Optional<Path> cache) throws Exception {
-      int port = freePort();
-      int daemonPort = freePort();
+      int port = Processes.freePort();
+      int daemonPort = Processes.freePort();
       FlatpullDaemon d = FlatpullDaemon.start("fuse_manager_metrics_address = \"127.0.0.1:" + port + "\"\n"
           + "metrics_address = \"127.0.0.1:" + daemonPort + "\"", true,
           "[runtime_image]\n" + runtimeImageToml + "\n"
@@ -158,8 +151,8 @@ class RuntimeImageColdStartIT {
 
     /** The FUSE manager's metrics, and the daemon's (prefixed {@code daemon:}). */
     Map<String, Double> metrics() throws Exception {
-      Map<String, Double> all = new java.util.TreeMap<>(RuntimeImageColdStartIT.metrics(metricsPort));
-      RuntimeImageColdStartIT.metrics(daemonMetricsPort).forEach((k, v) -> all.put("daemon:" + k, v));
+      Map<String, Double> all = new java.util.TreeMap<>(new MetricsEndpoint(metricsPort).samples());
+      new MetricsEndpoint(daemonMetricsPort).samples().forEach((k, v) -> all.put("daemon:" + k, v));
       return all;
     }
 
@@ -328,7 +321,7 @@ class RuntimeImageColdStartIT {
       Processes.Result curl = Processes.run(List.of("curl", "-sf", "http://127.0.0.1:" + n.metricsPort()
           + "/metrics"), 30);
       assertEquals(0, curl.exitCode(), curl.stderr());
-      Map<String, Double> scraped = parse(curl.stdout());
+      Map<String, Double> scraped = MetricsEndpoint.parse(curl.stdout());
       for (String name : List.of("flatpull_content_served_bytes_total", "flatpull_runtime_image_lookups_total",
           "flatpull_runtime_image_rejected_total", "flatpull_registry_requests_total", "flatpull_registry_bytes_total",
           "flatpull_runtime_image_content_bytes_total", "flatpull_runtime_image_contents_total",
@@ -561,26 +554,4 @@ class RuntimeImageColdStartIT {
     return total;
   }
 
-  static Map<String, Double> metrics(int port) throws Exception {
-    HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
-        URI.create("http://127.0.0.1:" + port + "/metrics")).build(), HttpResponse.BodyHandlers.ofString());
-    return parse(r.body());
-  }
-
-  private static Map<String, Double> parse(String text) {
-    Map<String, Double> out = new java.util.TreeMap<>();
-    for (String line : text.split("\n")) {
-      Matcher m = SAMPLE.matcher(line.trim());
-      if (m.matches()) {
-        out.put(m.group(1) + (m.group(2) == null ? "" : m.group(2)), Double.parseDouble(m.group(3)));
-      }
-    }
-    return out;
-  }
-
-  private static int freePort() throws IOException {
-    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
-      return s.getLocalPort();
-    }
-  }
 }

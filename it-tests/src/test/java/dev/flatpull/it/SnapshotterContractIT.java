@@ -199,7 +199,7 @@ class SnapshotterContractIT {
         "containerd.io/snapshot/remote/stargz.digest", "sha256:nothex"));
     assertEquals("bind", m1.get(0).getType());
     // A registry that is gone: nothing listens on the port any more.
-    int deadPort = RemoteSnapshotIT.freePort();
+    int deadPort = Processes.freePort();
     List<Mount> m2 = prepare(unique("extract"), "", Map.of("containerd.io/snapshot.ref", unique("t2"),
         "containerd.io/snapshot/cri.image-ref", "127.0.0.1:" + deadPort + "/gone/image:1",
         "containerd.io/snapshot/cri.layer-digest", "sha256:" + "ab".repeat(32)));

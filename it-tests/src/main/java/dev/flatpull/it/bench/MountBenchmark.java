@@ -33,7 +33,6 @@ import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.time.InstantSource;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Optional;
@@ -81,7 +80,7 @@ public final class MountBenchmark {
       } finally {
         pool.shutdownNow();
       }
-      System.out.printf(Locale.ROOT, "%nprocess RSS after both runs: %d MiB%n", rssKib() / 1024);
+      System.out.printf(Locale.ROOT, "%nprocess RSS after both runs: %d MiB%n", Processes.residentBytes(ProcessHandle.current().pid()) >> 20);
     } finally {
       Processes.deleteTree(work);
     }
@@ -178,14 +177,5 @@ public final class MountBenchmark {
       }
       return reads / ((System.nanoTime() - start) / 1e9);
     }
-  }
-
-  private static long rssKib() throws IOException {
-    for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
-      if (line.startsWith("VmRSS:")) {
-        return Long.parseLong(Arrays.stream(line.split("\\s+")).filter(s -> s.matches("\\d+")).findFirst().orElse("0"));
-      }
-    }
-    return -1;
   }
 }
