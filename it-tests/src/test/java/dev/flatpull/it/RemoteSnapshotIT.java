@@ -14,6 +14,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
@@ -48,8 +49,8 @@ class RemoteSnapshotIT {
     var layers = new com.fasterxml.jackson.databind.ObjectMapper().readTree(inspect.out()).path("layers");
     imageBytes = layers.findValues("compressedSize").stream().mapToLong(n -> n.asLong()).sum();
     layerDigest = layers.get(0).path("digest").asText();
-    metricsPort = freePort();
-    managerMetricsPort = freePort();
+    metricsPort = Processes.freePort();
+    managerMetricsPort = Processes.freePort();
     flatpull = cleanup.add(FlatpullDaemon.start("metrics_address = \"127.0.0.1:" + metricsPort + "\"\n"
         + "fuse_manager_metrics_address = \"127.0.0.1:" + managerMetricsPort + "\""));
     containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
@@ -79,10 +80,62 @@ class RemoteSnapshotIT {
     assertTrue(fetched > 0);
   }
 
+  /** {@code flatpull cache empty} on a running node: the next start fetches again, and served layers keep working. */
+  @Test
+  @Order(2)
+  void cacheEmpty_onARunningNode_makesTheNextStartFetchAgain() throws Exception {
+    String[] oneLiner = {"/usr/bin/python3", "-c", "import json, http.server; print(json.dumps({'ok': 40 + 2}))"};
+    long before = (long) metric("flatpull_registry_bytes_total");
+    for (int i = 0; i < 100 && metric("flatpull_page_cache_disk_entries") == 0; i++) {
+      Thread.sleep(100); // written behind
+    }
+    double entries = metric("flatpull_page_cache_disk_entries");
+    assertTrue(entries > 0, "the first start left content in the page cache");
+
+    Cli.Run r = Cli.inProcess("cache", "empty", "--config", flatpull.config().toString());
+
+    assertEquals(0, r.exitCode(), r.stderr());
+    assertTrue(r.out().startsWith("emptied the FUSE manager's page cache: " + (long) entries + " entries"), r.out());
+    assertEquals(0.0, metric("flatpull_page_cache_disk_entries"));
+    try (var files = Files.list(flatpull.root().resolve("cache/sha256"))) {
+      assertEquals(0, files.count());
+    }
+    Processes.dropCaches(); // the kernel's own copies of the layer's pages
+    Processes.Result run = containerd.ctrOk(Stream.concat(Stream.of("run", "--rm", "--snapshotter", "flatpull",
+        image, "py-after-empty"), Stream.of(oneLiner)).toArray(String[]::new));
+    assertEquals("{\"ok\": 42}", run.stdout().trim());
+    assertTrue(metric("flatpull_registry_bytes_total") > before, "the start after emptying fetched again");
+  }
+
+  /** Without a running FUSE manager, {@code flatpull cache empty} empties the cache directory itself. */
+  @Test
+  void cacheEmpty_withoutAFuseManager_emptiesTheDirectory() throws Exception {
+    Path root = Files.createTempDirectory("flatpull-cache-root");
+    try {
+      byte[] content = "cached content".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      Path blobs = Files.createDirectories(root.resolve("cache/sha256"));
+      Files.write(blobs.resolve(dev.flatpull.core.Digest.sha256(content).hex()), content);
+      Path config = root.resolve("flatpull.toml");
+      Files.writeString(config, "root = \"" + root + "\"\n[snapshotter]\nfuse_manager_socket = \""
+          + root.resolve("absent.sock") + "\"\n");
+
+      Cli.Run r = Cli.inProcess("cache", "empty", "--config", config.toString());
+
+      assertEquals(0, r.exitCode(), r.stderr());
+      assertTrue(r.out().startsWith("no FUSE manager running; emptied the page cache in "
+          + root.resolve("cache") + ": 1 entries (0.0 MiB)"), r.out());
+      try (var files = Files.list(blobs)) {
+        assertEquals(0, files.count());
+      }
+    } finally {
+      Processes.deleteTree(root);
+    }
+  }
+
   @Test
   @Order(2)
   void anHttpServerInTheImageAnswers() throws Exception {
-    int port = freePort();
+    int port = Processes.freePort();
     containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", "flatpull", image, "web",
         "/usr/bin/python3", "-m", "http.server", Integer.toString(port), "--bind", "127.0.0.1", "--directory", "/etc");
     try {
@@ -352,22 +405,16 @@ class RemoteSnapshotIT {
   /** The sum of every sample of {@code name} (over its tags) on the daemon's and the FUSE manager's endpoints. */
   private static double metric(String name) throws IOException, InterruptedException {
     String body = scrape(metricsPort) + scrape(managerMetricsPort);
-    List<Double> samples = body.lines().filter(l -> l.startsWith(name + " ") || l.startsWith(name + "{"))
-        .map(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).toList();
-    if (samples.isEmpty()) {
+    if (body.lines().noneMatch(l -> l.startsWith(name + " ") || l.startsWith(name + "{"))) {
       throw new AssertionError(name + " not in\n" + body);
     }
-    return samples.stream().mapToDouble(Double::doubleValue).sum();
+    // Both processes export some names (registry traffic): each endpoint is summed on its own.
+    return MetricsEndpoint.sum(MetricsEndpoint.parse(scrape(metricsPort)), name)
+        + MetricsEndpoint.sum(MetricsEndpoint.parse(scrape(managerMetricsPort)), name);
   }
 
   private static String scrape(int port) throws IOException, InterruptedException {
-    return HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port
-        + "/metrics")).build(), HttpResponse.BodyHandlers.ofString()).body();
+    return new MetricsEndpoint(port).text();
   }
 
-  static int freePort() throws IOException {
-    try (var s = new java.net.ServerSocket(0)) {
-      return s.getLocalPort();
-    }
-  }
 }

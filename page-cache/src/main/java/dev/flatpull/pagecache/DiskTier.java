@@ -180,6 +180,21 @@ final class DiskTier {
     }
   }
 
+  /** Deletes every entry; returns how many and their bytes. */
+  synchronized long[] clear() throws IOException {
+    long entries = 0;
+    long freed = 0;
+    for (Map.Entry<Digest, Entry> e : new ArrayList<>(index.entrySet())) {
+      Files.deleteIfExists(path(e.getKey()));
+      if (index.remove(e.getKey(), e.getValue())) {
+        bytes.addAndGet(-e.getValue().size);
+        entries++;
+        freed += e.getValue().size;
+      }
+    }
+    return new long[] {entries, freed};
+  }
+
   long entries() {
     return index.size();
   }

@@ -268,6 +268,22 @@ public final class PageCache implements AutoCloseable {
     return content;
   }
 
+  /** What {@link #empty} removed: entries and bytes on disk, and entries that were in memory. */
+  public record Emptied(long diskEntries, long diskBytes, long memoryEntries) {}
+
+  /**
+   * Removes every stored entry, from memory and disk, so that the next read of any content goes to its producer (a
+   * benchmark's cold start on a running node, or reclaiming the disk). Content being produced now (reservations,
+   * loads in flight) is not affected and lands as usual. Safe while layers are served: their reads fetch again.
+   */
+  public Emptied empty() throws IOException {
+    awaitWrites();
+    long inMemory = memory.estimatedSize();
+    memory.invalidateAll();
+    long[] removed = disk.clear();
+    return new Emptied(removed[0], removed[1], inMemory);
+  }
+
   /** Waits until every disk write queued so far is done (or failed). */
   public void awaitWrites() throws InterruptedIOException {
     try {

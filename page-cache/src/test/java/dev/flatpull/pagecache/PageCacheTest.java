@@ -3,6 +3,7 @@ package dev.flatpull.pagecache;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
@@ -111,6 +112,43 @@ class PageCacheTest {
     assertArrayEquals(b, restarted.get(d).orElseThrow());
     assertEquals(1, restarted.stats().diskHits());
     assertEquals(1, restarted.stats().diskEntries());
+  }
+
+  @Test
+  void empty_removesEveryEntryFromMemoryAndDisk_andLeavesAReservationInFlightToLand() throws Exception {
+    PageCache cache = open();
+    List<byte[]> stored = new ArrayList<>();
+    for (int i = 0; i < 5; i++) {
+      byte[] b = bytes(30_000);
+      cache.getOrLoad(Digest.sha256(b), () -> v(b)); // written behind
+      stored.add(b);
+    }
+    byte[] later = bytes(1000);
+    Reservation inFlight = cache.reserve(Digest.sha256(later)).orElseThrow();
+
+    PageCache.Emptied e = cache.empty();
+
+    assertEquals(5, e.diskEntries(), "the queued writes were waited for, then removed");
+    assertEquals(150_000, e.diskBytes());
+    assertEquals(0, cache.stats().diskEntries());
+    assertEquals(0, cache.stats().diskBytes());
+    for (byte[] b : stored) {
+      assertFalse(cache.contains(Digest.sha256(b)));
+      AtomicInteger loads = new AtomicInteger();
+      assertArrayEquals(b, cache.getOrLoad(Digest.sha256(b), () -> {
+        loads.incrementAndGet();
+        return v(b);
+      }));
+      assertEquals(1, loads.get(), "the next read goes to its producer");
+    }
+    cache.awaitWrites();
+    try (var files = java.nio.file.Files.list(dir.resolve("sha256"))) {
+      assertEquals(5, files.count(), "only the reloaded entries are on disk");
+    }
+    inFlight.fill(v(later));
+    assertArrayEquals(later, cache.get(Digest.sha256(later)).orElseThrow(), "the reservation still landed");
+    cache.awaitWrites();
+    assertArrayEquals(later, open().get(Digest.sha256(later)).orElseThrow(), "and reached the disk");
   }
 
   @Test

@@ -21,7 +21,9 @@ import picocli.CommandLine.Command;
     version = "flatpull " + FlatpullCommand.VERSION,
     description = "Lazily pulled container images for containerd: inspect, read, convert and mount images.",
     subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, ServeCommand.class,
-        DoctorCommand.class, RecordCommand.class, TraceCommand.class, RuntimeImageCommand.class, FuseManagerCommand.class, CommandLine.HelpCommand.class})
+        DoctorCommand.class, RecordCommand.class, TraceCommand.class, RuntimeImageCommand.class, CacheCommand.class,
+        FuseManagerCommand.class,
+        CommandLine.HelpCommand.class})
 public final class FlatpullCommand implements Runnable {
   static final String VERSION = "0.1.0";
   /** Exit codes: stable, documented in docs/cli.md. */

@@ -131,6 +131,15 @@ public final class FuseManagerClient implements AutoCloseable {
     }
   }
 
+  /** Empties the manager's page cache; returns what it removed. */
+  public dev.flatpull.snapshotter.api.fusemanager.v1.EmptyCacheResponse emptyCache() throws IOException {
+    try {
+      return stub(120).emptyCache(dev.flatpull.snapshotter.api.fusemanager.v1.EmptyCacheRequest.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      throw failure("empty cache", e);
+    }
+  }
+
   private synchronized FuseManagerGrpc.FuseManagerBlockingStub stub(int timeoutSeconds) {
     if (channel == null) {
       channel = UnixSockets.connect(socket);

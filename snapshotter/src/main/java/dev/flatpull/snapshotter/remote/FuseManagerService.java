@@ -14,6 +14,7 @@ import dev.flatpull.snapshotter.api.fusemanager.v1.StatusResponse;
 import dev.flatpull.snapshotter.api.fusemanager.v1.UnmountLayerRequest;
 import dev.flatpull.snapshotter.api.fusemanager.v1.UnmountLayerResponse;
 import dev.flatpull.pagecache.CacheStats;
+import dev.flatpull.pagecache.PageCache;
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
 import java.nio.file.Path;
@@ -78,6 +79,20 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
       out.onCompleted();
     } catch (IllegalStateException notRecording) {
       out.onError(Status.FAILED_PRECONDITION.withDescription(notRecording.getMessage()).asRuntimeException());
+    }
+  }
+
+  @Override
+  public void emptyCache(dev.flatpull.snapshotter.api.fusemanager.v1.EmptyCacheRequest r,
+      StreamObserver<dev.flatpull.snapshotter.api.fusemanager.v1.EmptyCacheResponse> out) {
+    try {
+      PageCache.Emptied e = server.emptyCache();
+      out.onNext(dev.flatpull.snapshotter.api.fusemanager.v1.EmptyCacheResponse.newBuilder()
+          .setDiskEntries(e.diskEntries()).setDiskBytes(e.diskBytes()).setMemoryEntries(e.memoryEntries()).build());
+      out.onCompleted();
+    } catch (java.io.IOException e) {
+      LOG.log(Level.WARNING, "emptying the page cache failed", e);
+      out.onError(Status.INTERNAL.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
     }
   }
 

@@ -496,6 +496,14 @@ public final class LayerServer implements AutoCloseable {
     return cache.stats();
   }
 
+  /** Empties the page cache ({@link PageCache#empty}); served layers fetch what they read next. */
+  public PageCache.Emptied emptyCache() throws IOException {
+    PageCache.Emptied e = cache.empty();
+    LOG.info("page cache emptied: " + e.diskEntries() + " entries, " + e.diskBytes() + " bytes on disk, "
+        + e.memoryEntries() + " in memory");
+    return e;
+  }
+
   /** Unmounts every layer; for stopping deliberately. */
   @Override
   public void close() throws IOException {
