@@ -166,6 +166,11 @@ public final class FlatpullDaemon implements AutoCloseable {
     return b.toString();
   }
 
+  /** The daemon's pid, or -1 when it is not running. */
+  public long pid() {
+    return process != null && process.isAlive() ? process.pid() : -1;
+  }
+
   /** The pid of the FUSE manager serving this daemon's layers, from the socket it listens on. */
   public long managerPid() throws IOException, InterruptedException {
     Processes.Result r = Processes.run(List.of("fuser", managerSocket.toString()), 10);

@@ -1,5 +1,6 @@
 package dev.flatpull.it.bench;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.it.Cli;
@@ -7,256 +8,459 @@ import dev.flatpull.it.ContainerdServer;
 import dev.flatpull.it.DebianImage;
 import dev.flatpull.it.FlatpullDaemon;
 import dev.flatpull.it.LinkEmulator;
+import dev.flatpull.it.MetricsEndpoint;
 import dev.flatpull.it.Processes;
 import dev.flatpull.it.RegistryServer;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * Cold-start readiness through containerd over an emulated registry link ({@link LinkEmulator}), side by side in one
- * run: containerd's own full pull onto overlayfs, flatpull's lazy pull (default configuration, and with background
- * fetch off), and stargz-snapshotter 0.12 when its daemon binary is given. Each measurement is a true cold start:
- * fresh containerd and snapshotter state, fresh page cache, kernel caches dropped, the snapshotter's daemons already
- * running; timed from the pull's start to readiness. Repetition is the outer loop, so drift hits every mode alike.
+ * run with what a user would otherwise pick. Each measurement is a true cold start: fresh containerd (content and
+ * snapshots), fresh snapshotter state and page cache, kernel caches dropped, the snapshotter's daemons already
+ * running; timed from the pull's start to readiness and split into pull, create and start-to-ready. Repetition is the
+ * outer loop, so drift hits every mode alike.
  *
  * <pre>
  *   bin/benchmark-coldstart [--images python,http] [--link 20ms/200mbit]... [--runs 3]
- *                           [--modes overlayfs,lazy,lazy-nobg,runtime-image,runtime-image-landing,stargz]
- *                           [--stargz BINARY] [--out DIR]
- *                           [--baseline-root DIR]
+ *                           [--modes overlayfs,lazy,lazy-nobg,runtime-image,warm,stargz,stargz-opt]
+ *                           [--formats flatpull,ctr-remote] [--stargz BINARY] [--out DIR]
+ *                           [--baseline-root DIR] [--check] [--smoke]
  * </pre>
  *
- * Modes {@code runtime-image} and {@code runtime-image-landing} start from the service's runtime image (recorded and
- * pushed before anything is timed), without and with kernel landing.
+ * Modes: {@code overlayfs} (containerd's own full pull of the gzip image), {@code lazy} (flatpull's default
+ * configuration, no runtime image looked for), {@code lazy-nobg} (the same with background fetch off), {@code
+ * runtime-image} (flatpull's default configuration starting from the service's runtime image, recorded and pushed
+ * before anything is timed), {@code runtime-image-landing} (the same with kernel landing), {@code warm} (a second
+ * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
+ * warm-overlayfs} and {@code warm-flatpull}), {@code stargz} (stargz-snapshotter 0.12's daemon, when {@code --stargz}
+ * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
+ * optimize}). {@code --formats}: the lazy modes run on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
+ * {@code ctr-remote image convert} (its own chunking). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
+ * default configuration run from the jar of another built source tree, so that a change is measured before and after
+ * in one run.
  *
- * {@code --baseline-root} adds mode {@code lazy-baseline}: flatpull's default configuration run from the jar of another
- * built source tree (an earlier commit, say), so that a change is measured before and after in one run.
+ * <p>Writes {@code results.jsonl} (one line per start, as it is measured), {@code images.json}, {@code results.md},
+ * {@code results.svg} and the registry's request log under {@code --out}. {@code --check} exits 1 when a start did not
+ * reach readiness or a runtime-image start fell back; {@code --smoke} is the reduced run CI makes (python, one
+ * repetition, a short link, flatpull's format, {@code --check}).
  *
- * <pre>
- * </pre>
- *
- * Images, built from Debian's packages once and cached: {@code python} (Debian + python3; ready when
- * {@code python3 -c "import json, http.server, email.parser, urllib.request, decimal, logging, argparse"} exits)
- * and {@code http} (Debian + nginx-light; ready at the first HTTP 200 on port 80). Both converted to eStargz by
- * {@code flatpull convert} (its default chunking), which stargz-snapshotter reads too.
+ * <p>Images, built from Debian's packages once and cached: {@code python} (Debian + python3; ready when {@code python3
+ * -c "import json, http.server, email.parser, urllib.request, decimal, logging, argparse"} exits) and {@code http}
+ * (Debian + nginx-light; ready at the first HTTP 200 on port 80).
  */
 public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final List<String> PYTHON = List.of("/usr/bin/python3", "-c",
       "import json, http.server, email.parser, urllib.request, decimal, logging, argparse");
   private static final List<String> NGINX = List.of("/usr/sbin/nginx", "-g", "daemon off;");
+  /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
+  private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-baseline", "runtime-image",
+      "runtime-image-landing", "stargz");
+  private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
+      "ctr-esgz", "ctr-remote-opt", "ctr-opt");
 
-  /** A built source tree of another flatpull version (mode {@code lazy-baseline}), to compare with in one run. */
-  private static String BASELINE_ROOT;
+  private final LinkEmulator link;
+  private final RegistryServer registry;
+  private final Path stargz;
+  private final String baselineRoot;
 
-  private ColdStartBenchmark() {}
+  private ColdStartBenchmark(RegistryServer registry, LinkEmulator link, Path stargz, String baselineRoot) {
+    this.registry = registry;
+    this.link = link;
+    this.stargz = stargz;
+    this.baselineRoot = baselineRoot;
+  }
 
-  /** One measured cold start. */
-  record Result(int run, String image, String link, String mode, long pullMillis, long readyMillis,
-      long requests, long bytesDown, long connections, Map<String, Long> byKind) {}
+  /** One start to measure: a mode on one format of an image. */
+  private record Plan(String mode, String format) {}
 
   public static void main(String[] args) throws Exception {
     List<String> images = List.of("python", "http");
     List<String> links = new ArrayList<>();
-    List<String> modes = new ArrayList<>(List.of("overlayfs", "lazy", "lazy-nobg"));
+    List<String> modes = new ArrayList<>(List.of("overlayfs", "lazy", "lazy-nobg", "runtime-image", "warm", "stargz",
+        "stargz-opt"));
+    List<String> formats = List.of("flatpull", "ctr-remote");
     int runs = 3;
     Path stargz = null;
     Path out = Path.of("it-tests/target/coldstart");
     String baselineRoot = null;
+    boolean check = false;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--images" -> images = List.of(args[++i].split(","));
         case "--link" -> links.add(args[++i]);
         case "--runs" -> runs = Integer.parseInt(args[++i]);
         case "--modes" -> modes = new ArrayList<>(List.of(args[++i].split(",")));
+        case "--formats" -> formats = List.of(args[++i].split(","));
         case "--stargz" -> stargz = Path.of(args[++i]);
         case "--out" -> out = Path.of(args[++i]);
         case "--baseline-root" -> baselineRoot = args[++i];
+        case "--check" -> check = true;
+        case "--smoke" -> {
+          images = List.of("python");
+          links.add("2ms/1gbit");
+          runs = 1;
+          formats = List.of("flatpull");
+          check = true;
+        }
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
     }
     if (baselineRoot != null && !modes.contains("lazy-baseline")) {
       modes.add(0, "lazy-baseline");
     }
-    BASELINE_ROOT = baselineRoot;
     if (links.isEmpty()) {
       links.add("20ms/200mbit");
     }
-    if (stargz != null && !modes.contains("stargz")) {
-      modes.add("stargz");
+    if (stargz == null && modes.removeIf(m -> m.startsWith("stargz"))) {
+      progress("no --stargz BINARY: modes stargz and stargz-opt left out (bin/build-stargz OUT builds it)");
     }
-    if (stargz == null) {
-      modes.remove("stargz");
+    List<Plan> plan = new ArrayList<>();
+    for (String mode : modes) {
+      if (mode.equals("warm")) {
+        plan.add(new Plan("warm-overlayfs", "gzip"));
+        plan.add(new Plan("warm-flatpull", "flatpull"));
+      } else if (mode.equals("overlayfs")) {
+        plan.add(new Plan(mode, "gzip"));
+      } else if (mode.equals("stargz-opt")) {
+        plan.add(new Plan(mode, "ctr-remote-opt"));
+      } else if (PER_FORMAT.contains(mode)) {
+        formats.forEach(f -> plan.add(new Plan(mode, f)));
+      } else {
+        throw new IllegalArgumentException("unknown mode " + mode);
+      }
     }
     Files.createDirectories(out);
+    Files.deleteIfExists(out.resolve("results.jsonl"));
     Processes.require("runc");
-    List<Result> results = new ArrayList<>();
+    List<ColdStartResult> results = new ArrayList<>();
+    Map<String, ColdStartReport.ImageSizes> sizes = new LinkedHashMap<>();
     try (RegistryServer registry = RegistryServer.start();
         LinkEmulator link = LinkEmulator.start(registry.address(), LinkEmulator.Link.parse(links.get(0)))) {
-      Map<String, String> repos = new LinkedHashMap<>();
+      ColdStartBenchmark bench = new ColdStartBenchmark(registry, link, stargz, baselineRoot);
       for (String image : images) {
-        Path rootfs = image.equals("python") ? DebianImage.pythonRootfs() : DebianImage.nginxRootfs();
-        progress("pushing the " + image + " image and converting it to eStargz");
-        ImageReference plain = DebianImage.pushRootfs(rootfs, registry.address(), "bench/" + image, "plain");
-        Cli.Run c = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(),
-            plain.withTag("esgz").toString());
-        if (c.exitCode() != 0) {
-          throw new IOException("convert failed: " + c.stderr());
-        }
-        repos.put(image, "bench/" + image);
+        sizes.put(image, bench.prepare(image, plan));
       }
-      if (modes.stream().anyMatch(m -> m.startsWith("runtime-image"))) {
-        // Recorded and pushed before anything is timed, as CI does per service version.
-        link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
-        for (String image : images) {
-          progress("recording " + image + " and pushing its runtime image");
-          recordRuntimeImage(image, link.address() + "/" + repos.get(image) + ":esgz");
-        }
-      }
+      Files.writeString(out.resolve("images.json"), JSON.writerWithDefaultPrettyPrinter()
+          .writeValueAsString(sizes.values()));
       for (int run = 1; run <= runs; run++) {
         for (String l : links) {
           link.setLink(LinkEmulator.Link.parse(l));
           for (String image : images) {
-            for (String mode : modes) {
-              progress(String.format("run %d/%d, %s, %s, %s", run, runs, l, image, mode));
-              Result r = measure(run, image, l, mode, link, link.address() + "/" + repos.get(image), stargz);
-              progress(String.format(Locale.ROOT, "  ready after %.2f s (pull %.2f s), %d requests, %.1f MB",
-                  r.readyMillis() / 1000.0, r.pullMillis() / 1000.0, r.requests(), r.bytesDown() / 1e6));
+            for (Plan p : plan) {
+              progress(String.format("run %d/%d, %s, %s, %s on %s", run, runs, l, image, p.mode(), p.format()));
+              ColdStartResult r = bench.measure(run, image, l, p);
+              progress(r.reachedReadiness() ? String.format(Locale.ROOT,
+                  "  ready after %.2f s (pull %.2f, create %.2f, start %.2f), %d requests, %.1f MB%s", r.readyMillis()
+                      / 1000.0, r.pullMillis() / 1000.0, r.createMillis() / 1000.0, r.startMillis() / 1000.0,
+                  r.requests(), r.bytesDown() / 1e6, r.hitRatio() < 0 ? "" : String.format(Locale.ROOT,
+                      ", hit ratio %.3f, fallbacks %d", r.hitRatio(), r.fallbacks()))
+                  : "  NOT READY: " + r.error());
               results.add(r);
               Files.writeString(out.resolve("results.jsonl"), JSON.writeValueAsString(r) + "\n",
-                  java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
+                  StandardOpenOption.CREATE, StandardOpenOption.APPEND);
             }
           }
         }
       }
       Files.writeString(out.resolve("requests.log"), link.logText());
     }
-    String table = table(results, images, links, modes);
+    ColdStartReport report = new ColdStartReport(results, sizes);
+    String table = report.markdown();
     Files.writeString(out.resolve("results.md"), table);
+    Files.writeString(out.resolve("results.svg"), ColdStartChart.svg(report));
     System.out.print(table);
+    progress("results in " + out.toAbsolutePath() + ": results.jsonl, images.json, results.md, results.svg");
+    if (check) {
+      List<String> problems = report.problems();
+      problems.forEach(p -> progress("FAILED: " + p));
+      if (!problems.isEmpty()) {
+        System.exit(1);
+      }
+      progress("check passed: every start reached readiness; no runtime-image start fell back");
+    }
   }
 
-  private static Result measure(int run, String image, String linkName, String mode, LinkEmulator link,
-      String repo, Path stargz) throws Exception {
-    String tag = mode.equals("overlayfs") ? "plain" : "esgz";
-    String ref = repo + ":" + tag;
-    String id = "bench-" + run + "-" + mode;
-    List<AutoCloseable> cleanup = new ArrayList<>();
-    Process stargzProcess = null;
-    Path stargzRoot = null;
-    try {
-      ContainerdServer containerd;
-      String snapshotter;
-      switch (mode) {
-        case "overlayfs" -> {
-          containerd = ContainerdServer.start();
-          snapshotter = "overlayfs";
+  /**
+   * Pushes {@code image} in every format {@code plan} needs, records and pushes its runtime images, and returns its
+   * sizes. Nothing here is timed.
+   */
+  private ColdStartReport.ImageSizes prepare(String image, List<Plan> plan) throws Exception {
+    Path rootfs = image.equals("python") ? DebianImage.pythonRootfs() : DebianImage.nginxRootfs();
+    progress("pushing the " + image + " image and converting it to eStargz");
+    String repo = registry.address() + "/bench/" + image;
+    ImageReference plain = DebianImage.pushRootfs(rootfs, registry.address(), "bench/" + image, "plain");
+    Cli.Run c = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(), repo + ":esgz");
+    if (c.exitCode() != 0) {
+      throw new IOException("convert failed: " + c.stderr());
+    }
+    List<String> formats = new ArrayList<>(List.of("gzip", "flatpull"));
+    plan.stream().map(Plan::format).filter(f -> !formats.contains(f)).forEach(formats::add);
+    if (formats.contains("ctr-remote") || formats.contains("ctr-remote-opt")) {
+      try (ContainerdServer containerd = ContainerdServer.start()) {
+        containerd.ctrOk("image", "pull", "--plain-http", plain.toString());
+        if (formats.contains("ctr-remote")) {
+          progress("converting " + image + " with ctr-remote image convert");
+          containerd.ctrOk("image", "convert", "--estargz", "--oci", plain.toString(), repo + ":ctr-esgz");
+          containerd.ctrOk("image", "push", "--plain-http", repo + ":ctr-esgz");
         }
-        case "runtime-image", "runtime-image-landing" -> {
-          FlatpullDaemon d = FlatpullDaemon.start("", true, "[runtime_image]\nkernel_landing = "
-              + mode.equals("runtime-image-landing") + "\n");
-          cleanup.add(d);
-          d.awaitManager();
-          containerd = ContainerdServer.withFlatpull(d.socket());
-          snapshotter = "flatpull";
+        if (formats.contains("ctr-remote-opt")) {
+          progress("optimizing " + image + " for its workload with ctr-remote image optimize");
+          List<String> cmd = image.equals("python") ? PYTHON : NGINX;
+          // The workload runs in a sandbox for --period seconds (or until it exits): nginx is killed after it.
+          containerd.ctrOk("image", "optimize", "--oci", "--period", "5",
+              "--entrypoint", JSON.writeValueAsString(cmd.subList(0, 1)),
+              "--args", JSON.writeValueAsString(cmd.subList(1, cmd.size())), plain.toString(), repo + ":ctr-opt");
+          containerd.ctrOk("image", "push", "--plain-http", repo + ":ctr-opt");
         }
-        case "lazy", "lazy-nobg", "lazy-baseline" -> {
-          String own = System.getProperty("flatpull.root", "..");
-          FlatpullDaemon d;
-          try {
-            if (mode.equals("lazy-baseline")) {
-              // The daemon and its FUSE manager run from that tree's jar.
-              System.setProperty("flatpull.root", BASELINE_ROOT);
-            }
-            // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
-            // (An earlier build may not know the setting: it has no runtime images to load anyway.)
-            d = mode.equals("lazy-baseline") ? FlatpullDaemon.startWithDefaultFetching()
-                : FlatpullDaemon.start(mode.equals("lazy-nobg") ? "background_fetch = false" : "", true,
-                    "[runtime_image]\nload = false\n");
-          } finally {
-            System.setProperty("flatpull.root", own);
-          }
-          cleanup.add(d);
-          d.awaitManager();
-          containerd = ContainerdServer.withFlatpull(d.socket());
-          snapshotter = "flatpull";
-        }
-        case "stargz" -> {
-          stargzRoot = Files.createTempDirectory(Path.of("/var/tmp"), "stargz-");
-          Path socket = stargzRoot.resolve("stargz.sock");
-          stargzProcess = new ProcessBuilder(stargz.toString(), "--root", stargzRoot.resolve("root").toString(),
-              "--address", socket.toString(), "--log-level", "warn").redirectErrorStream(true)
-              .redirectOutput(stargzRoot.resolve("stargz.log").toFile()).start();
-          for (int i = 0; i < 100 && !Files.exists(socket); i++) {
-            Thread.sleep(100);
-          }
-          containerd = ContainerdServer.withProxySnapshotter("stargz", socket);
-          snapshotter = "stargz";
-        }
-        default -> throw new IllegalArgumentException("unknown mode " + mode);
       }
-      cleanup.add(0, containerd);
+    }
+    Map<String, Long> compressed = new LinkedHashMap<>();
+    for (String f : formats) {
+      compressed.put(f, compressedBytes(repo + ":" + TAGS.get(f)));
+    }
+    Map<String, Long> runtimeImages = new LinkedHashMap<>();
+    for (String f : formats) {
+      if (plan.stream().anyMatch(p -> p.mode().startsWith("runtime-image") && p.format().equals(f))) {
+        // Recorded and pushed before anything is timed, as CI does per service version.
+        link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
+        progress("recording " + image + " on " + f + " and pushing its runtime image");
+        String ref = link.address() + "/bench/" + image + ":" + TAGS.get(f);
+        recordRuntimeImage(image, ref);
+        runtimeImages.put(f, runtimeImageBytes(ref));
+      }
+    }
+    return new ColdStartReport.ImageSizes(image, compressed, runtimeImages);
+  }
+
+  private static long compressedBytes(String ref) throws IOException {
+    Cli.Run r = Cli.inProcess("inspect", "--plain-http", "--json", ref);
+    if (r.exitCode() != 0) {
+      throw new IOException("inspect " + ref + " failed: " + r.stderr());
+    }
+    long total = 0;
+    for (JsonNode l : JSON.readTree(r.stdout()).path("layers")) {
+      total += l.path("compressedSize").asLong();
+    }
+    return total;
+  }
+
+  private static long runtimeImageBytes(String ref) throws IOException {
+    Cli.Run r = Cli.inProcess("runtime-image", "ls", "--plain-http", "--json", ref);
+    if (r.exitCode() != 0) {
+      throw new IOException("runtime-image ls " + ref + " failed: " + r.stderr());
+    }
+    JsonNode listed = JSON.readTree(r.stdout());
+    if (listed.isEmpty()) {
+      throw new IOException("no runtime image listed for " + ref);
+    }
+    return listed.get(0).path("size").asLong();
+  }
+
+  /** The node a mode runs on: containerd, its snapshotter's name, and the snapshotter's processes. */
+  private record Node(ContainerdServer containerd, String snapshotter, Optional<FlatpullDaemon> flatpull,
+      Optional<MetricsEndpoint> managerMetrics, Optional<Process> stargz, Optional<Path> stargzRoot)
+      implements AutoCloseable {
+    long daemonRss() {
+      return flatpull.map(FlatpullDaemon::pid).or(() -> stargz.map(Process::pid))
+          .map(Processes::residentBytes).orElse(-1L);
+    }
+
+    long managerRss() throws IOException, InterruptedException {
+      if (flatpull.isEmpty()) {
+        return -1;
+      }
+      long pid = flatpull.get().managerPid();
+      return pid < 0 ? -1 : Processes.residentBytes(pid);
+    }
+
+    @Override
+    public void close() throws Exception {
+      try {
+        containerd.close();
+      } finally {
+        if (flatpull.isPresent()) {
+          flatpull.get().close();
+        }
+        if (stargz.isPresent()) {
+          stargz.get().destroy();
+          stargz.get().waitFor();
+          for (String m : Files.readAllLines(Path.of("/proc/self/mounts"))) {
+            String target = m.split(" ")[1];
+            if (target.startsWith(stargzRoot.orElseThrow().toString())) {
+              Processes.run(List.of("umount", "-l", target), 10);
+            }
+          }
+          Processes.deleteTree(stargzRoot.orElseThrow());
+        }
+      }
+    }
+  }
+
+  private Node node(String mode) throws Exception {
+    return switch (mode) {
+      case "overlayfs", "warm-overlayfs" -> new Node(ContainerdServer.start(), "overlayfs", Optional.empty(),
+          Optional.empty(), Optional.empty(), Optional.empty());
+      case "stargz", "stargz-opt" -> {
+        Path root = Files.createTempDirectory(Path.of("/var/tmp"), "stargz-");
+        Path socket = root.resolve("stargz.sock");
+        Process p = new ProcessBuilder(stargz.toString(), "--root", root.resolve("root").toString(),
+            "--address", socket.toString(), "--log-level", "warn").redirectErrorStream(true)
+            .redirectOutput(root.resolve("stargz.log").toFile()).start();
+        for (int i = 0; i < 100 && !Files.exists(socket); i++) {
+          Thread.sleep(100);
+        }
+        yield new Node(ContainerdServer.withProxySnapshotter("stargz", socket), "stargz", Optional.empty(),
+            Optional.empty(), Optional.of(p), Optional.of(root));
+      }
+      default -> flatpullNode(mode);
+    };
+  }
+
+  private Node flatpullNode(String mode) throws Exception {
+    int managerPort = Processes.freePort();
+    String metrics = "fuse_manager_metrics_address = \"127.0.0.1:" + managerPort + "\"\n";
+    FlatpullDaemon d;
+    Optional<MetricsEndpoint> endpoint = Optional.of(new MetricsEndpoint(managerPort));
+    switch (mode) {
+      case "lazy" -> d = FlatpullDaemon.start(metrics, true, "[runtime_image]\nload = false\n");
+      // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
+      case "lazy-nobg", "warm-flatpull" -> d = FlatpullDaemon.start(metrics + "background_fetch = false", true,
+          "[runtime_image]\nload = false\n");
+      case "runtime-image", "runtime-image-landing" -> d = FlatpullDaemon.start(metrics, true,
+          "[runtime_image]\nkernel_landing = " + mode.equals("runtime-image-landing") + "\n");
+      case "lazy-baseline" -> {
+        // The daemon and its FUSE manager run from that tree's jar, with its defaults (an earlier build may not know
+        // this one's settings: no metrics from it).
+        String own = System.getProperty("flatpull.root", "..");
+        System.setProperty("flatpull.root", baselineRoot);
+        try {
+          d = FlatpullDaemon.startWithDefaultFetching();
+        } finally {
+          System.setProperty("flatpull.root", own);
+        }
+        endpoint = Optional.empty();
+      }
+      default -> throw new IllegalArgumentException("unknown mode " + mode);
+    }
+    try {
+      d.awaitManager();
+      return new Node(ContainerdServer.withFlatpull(d.socket()), "flatpull", Optional.of(d), endpoint,
+          Optional.empty(), Optional.empty());
+    } catch (Exception e) {
+      d.close();
+      throw e;
+    }
+  }
+
+  private ColdStartResult measure(int run, String image, String linkName, Plan p) throws Exception {
+    String ref = link.address() + "/bench/" + image + ":" + TAGS.get(p.format());
+    String id = "bench-" + run + "-" + p.mode();
+    try (Node node = node(p.mode())) {
+      boolean warm = p.mode().startsWith("warm-");
+      if (warm) {
+        // The first start, untimed: the second finds the image and everything the first read on the node.
+        pull(node, ref);
+        create(node, image, ref, id);
+        start(node, image, id);
+        node.containerd().removeContainer(id);
+      }
+      Map<String, Double> before = metrics(node);
       Processes.dropCaches();
       link.mark();
       long t0 = System.nanoTime();
-      if (snapshotter.equals("overlayfs")) {
-        containerd.ctrOk("image", "pull", "--plain-http", ref);
-      } else {
-        containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", snapshotter, ref);
+      if (!warm) {
+        pull(node, ref);
       }
       long t1 = System.nanoTime();
-      if (image.equals("python")) {
-        List<String> cmd = new ArrayList<>(List.of("run", "--rm", "--snapshotter", snapshotter, ref, id));
-        cmd.addAll(PYTHON);
-        containerd.ctrOk(cmd.toArray(String[]::new));
-      } else {
-        List<String> cmd = new ArrayList<>(List.of("run", "-d", "--net-host", "--snapshotter", snapshotter, ref, id));
-        cmd.addAll(NGINX);
-        containerd.ctrOk(cmd.toArray(String[]::new));
-        Processes.awaitHttp200("http://127.0.0.1:80/", Duration.ofSeconds(120));
-      }
+      create(node, image, ref, id);
       long t2 = System.nanoTime();
+      start(node, image, id);
+      long t3 = System.nanoTime();
       LinkEmulator.Counts counts = link.sinceMark();
-      if (image.equals("http")) {
-        containerd.removeContainer(id);
-      }
-      for (AutoCloseable c : cleanup) {
-        if (c instanceof FlatpullDaemon d) {
-          // Where the FUSE manager's part of the pull went (TOC, tree, mount), for the progress log.
-          d.log().lines().filter(l -> l.contains("TOC fetched") || l.contains("Prepare received")
-              || l.contains("runtime image ")).forEach(l -> progress("  " + l));
-        }
-      }
+      long daemonRss = node.daemonRss();
+      long managerRss = node.managerRss();
+      Map<String, Double> after = metrics(node);
+      node.containerd().removeContainer(id);
+      node.flatpull().ifPresent(d -> logTimeline(d));
       Map<String, Long> byKind = new LinkedHashMap<>();
       counts.requests().forEach(r -> byKind.merge(r.kind(), 1L, Long::sum));
-      return new Result(run, image, linkName, mode, (t1 - t0) / 1_000_000, (t2 - t0) / 1_000_000,
-          counts.requests().size(), counts.bytesDown(), counts.connections(), byKind);
-    } finally {
-      for (AutoCloseable c : cleanup) {
-        try {
-          c.close();
-        } catch (Exception e) {
-          progress("  cleanup: " + e);
-        }
+      double hitRatio = -1;
+      long fallbacks = -1;
+      if (p.mode().startsWith("runtime-image") && node.managerMetrics().isPresent()) {
+        double ri = delta(before, after, "flatpull_content_served_bytes_total{source=\"runtime_image\"}");
+        double lazy = delta(before, after, "flatpull_content_served_bytes_total{source=\"lazy\"}");
+        hitRatio = ri + lazy == 0 ? 0 : ri / (ri + lazy);
+        fallbacks = Math.round(MetricsEndpoint.sum(after, "flatpull_runtime_image_rejected_total")
+            - MetricsEndpoint.sum(before, "flatpull_runtime_image_rejected_total")
+            + MetricsEndpoint.sum(after, "flatpull_runtime_image_lookups_total")
+            - MetricsEndpoint.sum(before, "flatpull_runtime_image_lookups_total")
+            - delta(before, after, "flatpull_runtime_image_lookups_total{result=\"loaded\"}"));
       }
-      if (stargzProcess != null) {
-        stargzProcess.destroy();
-        stargzProcess.waitFor();
-        for (String m : Files.readAllLines(Path.of("/proc/self/mounts"))) {
-          String target = m.split(" ")[1];
-          if (target.startsWith(stargzRoot.toString())) {
-            Processes.run(List.of("umount", "-l", target), 10);
-          }
-        }
-        Processes.deleteTree(stargzRoot);
-      }
+      return new ColdStartResult(run, image, linkName, p.mode(), p.format(), (t1 - t0) / 1_000_000,
+          (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000, (t3 - t0) / 1_000_000, counts.requests().size(),
+          counts.bytesDown(), counts.connections(), byKind, daemonRss, managerRss, hitRatio, fallbacks, "");
+    } catch (IOException | RuntimeException e) {
+      progress("  failed: " + e);
+      return ColdStartResult.failed(run, image, linkName, p.mode(), p.format(), String.valueOf(e.getMessage()));
+    }
+  }
+
+  private static double delta(Map<String, Double> before, Map<String, Double> after, String sample) {
+    return after.getOrDefault(sample, 0.0) - before.getOrDefault(sample, 0.0);
+  }
+
+  private static Map<String, Double> metrics(Node node) throws IOException, InterruptedException {
+    return node.managerMetrics().isEmpty() ? Map.of() : node.managerMetrics().get().samples();
+  }
+
+  private static void pull(Node node, String ref) throws IOException, InterruptedException {
+    if (node.snapshotter().equals("overlayfs")) {
+      node.containerd().ctrOk("image", "pull", "--plain-http", ref);
+    } else {
+      node.containerd().ctrOk("image", "rpull", "--plain-http", "--snapshotter", node.snapshotter(), ref);
+    }
+  }
+
+  /** Creates the container: its root file system's snapshot (on the image's layers) and its spec. */
+  private static void create(Node node, String image, String ref, String id) throws IOException, InterruptedException {
+    List<String> cmd = new ArrayList<>(List.of("container", "create", "--snapshotter", node.snapshotter()));
+    if (image.equals("http")) {
+      cmd.add("--net-host");
+    }
+    // "--": create has a -c flag of its own (a spec file), which python's -c would be taken for.
+    cmd.addAll(List.of(ref, id, "--"));
+    cmd.addAll(image.equals("python") ? PYTHON : NGINX);
+    node.containerd().ctrOk(cmd.toArray(String[]::new));
+  }
+
+  /** Starts the task and returns at readiness: python's exit (status 0), nginx's first HTTP 200. */
+  private static void start(Node node, String image, String id) throws IOException, InterruptedException {
+    if (image.equals("python")) {
+      node.containerd().ctrOk("task", "start", id);
+    } else {
+      node.containerd().ctrOk("task", "start", "-d", id);
+      Processes.awaitHttp200("http://127.0.0.1:80/", Duration.ofSeconds(120));
+    }
+  }
+
+  /** Where the FUSE manager's part of the start went (TOC, tree, mount, runtime image), for the progress log. */
+  private static void logTimeline(FlatpullDaemon d) {
+    try {
+      d.log().lines().filter(l -> l.contains("TOC fetched") || l.contains("Prepare received")
+          || l.contains("runtime image ")).forEach(l -> progress("  " + l));
+    } catch (IOException e) {
+      progress("  no log: " + e);
     }
   }
 
@@ -278,61 +482,5 @@ public final class ColdStartBenchmark {
 
   private static void progress(String line) {
     System.err.println(line);
-  }
-
-  private static String table(List<Result> results, List<String> images, List<String> links, List<String> modes) {
-    StringBuilder b = new StringBuilder();
-    b.append("| image | link | mode | time to ready, median (min-max) | pull phase, median | vs overlayfs |")
-        .append(modes.contains("stargz") ? " vs stargz |" : "")
-        .append(" requests before ready | MB before ready |\n");
-    b.append("|---|---|---|---|---|---|").append(modes.contains("stargz") ? "---|" : "").append("---|---|\n");
-    for (String image : images) {
-      for (String link : links) {
-        Map<String, Long> median = new LinkedHashMap<>();
-        for (String mode : modes) {
-          median.put(mode, median(select(results, image, link, mode).stream().map(Result::readyMillis).toList()));
-        }
-        for (String mode : modes) {
-          List<Result> rs = select(results, image, link, mode);
-          if (rs.isEmpty()) {
-            continue;
-          }
-          long ready = median.get(mode);
-          long min = rs.stream().mapToLong(Result::readyMillis).min().orElse(0);
-          long max = rs.stream().mapToLong(Result::readyMillis).max().orElse(0);
-          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %.2f s (%.2f-%.2f) | %.2f s | %s |", image, link,
-              mode, ready / 1000.0, min / 1000.0, max / 1000.0,
-              median(rs.stream().map(Result::pullMillis).toList()) / 1000.0,
-              ratio(median.get("overlayfs"), ready)));
-          if (modes.contains("stargz")) {
-            b.append(" " + ratio(median.get("stargz"), ready) + " |");
-          }
-          b.append(String.format(Locale.ROOT, " %d | %.1f |%n",
-              median(rs.stream().map(Result::requests).toList()),
-              median(rs.stream().map(Result::bytesDown).toList()) / 1e6));
-        }
-      }
-    }
-    return b.toString();
-  }
-
-  /** How many times faster than {@code baseline} a median of {@code millis} is; "-" when not measured. */
-  private static String ratio(Long baseline, long millis) {
-    return baseline == null || baseline == 0 || millis == 0 ? "-"
-        : String.format(Locale.ROOT, "%.2fx", baseline / (double) millis);
-  }
-
-  private static List<Result> select(List<Result> results, String image, String link, String mode) {
-    return results.stream().filter(r -> r.image().equals(image) && r.link().equals(link) && r.mode().equals(mode))
-        .toList();
-  }
-
-  private static long median(List<Long> values) {
-    if (values.isEmpty()) {
-      return 0;
-    }
-    List<Long> sorted = new ArrayList<>(values);
-    sorted.sort(null);
-    return sorted.get(sorted.size() / 2);
   }
 }

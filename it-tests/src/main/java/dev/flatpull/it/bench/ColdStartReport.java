@@ -1,0 +1,216 @@
+package dev.flatpull.it.bench;
+
+import dev.flatpull.it.LinkEmulator;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalLong;
+
+/**
+ * What {@link ColdStartBenchmark} measured, summed up: per image and link, each mode's median time to ready (and its
+ * spread, its split into pull, create and start), its speedups, requests and bytes before ready, the snapshotter's
+ * memory, and its ratio to the physical limit; the images' sizes; and the smoke check's verdict. Computed from the
+ * results alone, so that a table never shows a figure the run did not measure.
+ */
+final class ColdStartReport {
+  /** A runtime-image start counts as having fallen back below this share of bytes from its runtime image. */
+  static final double MIN_HIT_RATIO = 0.90;
+
+  /**
+   * An image's stored sizes in bytes, by format ({@link ColdStartResult#format()}): its compressed layers, and its
+   * runtime image where one was built for that format.
+   */
+  record ImageSizes(String image, Map<String, Long> compressed, Map<String, Long> runtimeImage) {}
+
+  /** One row of the table: a mode on one format, with its results. */
+  private record Row(String mode, String format, List<ColdStartResult> results) {
+    List<ColdStartResult> ready() {
+      return results.stream().filter(ColdStartResult::reachedReadiness).toList();
+    }
+
+    long median(java.util.function.ToLongFunction<ColdStartResult> f) {
+      return ColdStartReport.median(ready().stream().map(f::applyAsLong).toList());
+    }
+  }
+
+  private final List<ColdStartResult> results;
+  private final Map<String, ImageSizes> sizes;
+
+  ColdStartReport(List<ColdStartResult> results, Map<String, ImageSizes> sizes) {
+    this.results = List.copyOf(results);
+    this.sizes = sizes;
+  }
+
+  /** The (image, link) groups in the order the run measured them. */
+  List<String[]> groups() {
+    List<String[]> out = new ArrayList<>();
+    for (ColdStartResult r : results) {
+      if (out.stream().noneMatch(g -> g[0].equals(r.image()) && g[1].equals(r.link()))) {
+        out.add(new String[] {r.image(), r.link()});
+      }
+    }
+    return out;
+  }
+
+  private List<Row> rows(String image, String link) {
+    Map<String, Row> rows = new LinkedHashMap<>();
+    for (ColdStartResult r : results) {
+      if (r.image().equals(image) && r.link().equals(link)) {
+        rows.computeIfAbsent(r.mode() + "\u0000" + r.format(), k -> new Row(r.mode(), r.format(), new ArrayList<>()))
+            .results().add(r);
+      }
+    }
+    return List.copyOf(rows.values());
+  }
+
+  /** The row of {@code mode} on {@code format}, else on flatpull's format, else on any. */
+  private static Optional<Row> baseline(List<Row> rows, String mode, String format) {
+    return rows.stream().filter(r -> r.mode().equals(mode) && r.format().equals(format)).findFirst()
+        .or(() -> rows.stream().filter(r -> r.mode().equals(mode) && r.format().equals("flatpull")).findFirst())
+        .or(() -> rows.stream().filter(r -> r.mode().equals(mode)).findFirst())
+        .filter(r -> !r.ready().isEmpty());
+  }
+
+  /**
+   * The physical limit of a cold start of {@code image} over {@code link}: the warm start on overlayfs measured in the
+   * same run, plus one round trip, plus the runtime image's bytes at the link's bandwidth. Empty when the run did not
+   * measure a warm start or build a runtime image.
+   */
+  OptionalLong limitMillis(String image, String link) {
+    Optional<Row> warm = baseline(rows(image, link), "warm-overlayfs", "gzip");
+    Long ri = Optional.ofNullable(sizes.get(image)).map(s -> s.runtimeImage().get("flatpull")).orElse(null);
+    if (warm.isEmpty() || ri == null) {
+      return OptionalLong.empty();
+    }
+    LinkEmulator.Link l = LinkEmulator.Link.parse(link);
+    return OptionalLong.of(warm.get().median(ColdStartResult::readyMillis) + l.rtt().toMillis()
+        + Math.round(ri * 8_000.0 / l.bitsPerSecond()));
+  }
+
+  /** The Markdown tables: cold starts per image and link, the images' sizes, and the physical limits. */
+  String markdown() {
+    StringBuilder b = new StringBuilder();
+    b.append("| image | link | mode | layers | time to ready, median (min-max) | pull | create | start to ready |"
+        + " vs overlayfs | vs lazy | vs stargz | x limit | requests before ready | MB before ready |"
+        + " RSS daemon / manager, MiB |\n");
+    b.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (String[] g : groups()) {
+      List<Row> rows = rows(g[0], g[1]);
+      OptionalLong limit = limitMillis(g[0], g[1]);
+      for (Row row : rows) {
+        List<ColdStartResult> ok = row.ready();
+        String failures = ok.size() == row.results().size() ? ""
+            : " (" + (row.results().size() - ok.size()) + " of " + row.results().size() + " not ready)";
+        if (ok.isEmpty()) {
+          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | not ready%s | | | | | | | | | | |%n", g[0], g[1],
+              row.mode(), row.format(), failures));
+          continue;
+        }
+        long ready = row.median(ColdStartResult::readyMillis);
+        b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s-%s)%s | %s | %s | %s | %s | %s | %s | %s"
+                + " | %d | %.1f | %s |%n",
+            g[0], g[1], row.mode(), row.format(), seconds(ready),
+            plain(ok.stream().mapToLong(ColdStartResult::readyMillis).min().orElse(0)),
+            plain(ok.stream().mapToLong(ColdStartResult::readyMillis).max().orElse(0)), failures,
+            seconds(row.median(ColdStartResult::pullMillis)), seconds(row.median(ColdStartResult::createMillis)),
+            seconds(row.median(ColdStartResult::startMillis)),
+            speedup(baseline(rows, "overlayfs", "gzip"), ready),
+            speedup(baseline(rows, "lazy", row.format()), ready),
+            speedup(baseline(rows, "stargz", row.format()), ready),
+            limit.isPresent() ? String.format(Locale.ROOT, "%.2f", ready / (double) limit.getAsLong()) : "-",
+            row.median(ColdStartResult::requests), row.median(ColdStartResult::bytesDown) / 1e6,
+            rss(row)));
+      }
+    }
+    b.append("\n| image | layers | compressed image | runtime image | runtime image, % of image |\n|---|---|---|---|---|\n");
+    for (ImageSizes s : sizes.values()) {
+      s.compressed().forEach((format, bytes) -> {
+        Long ri = s.runtimeImage().get(format);
+        b.append(String.format(Locale.ROOT, "| %s | %s | %.1f MB | %s | %s |%n", s.image(), format, bytes / 1e6,
+            ri == null ? "-" : String.format(Locale.ROOT, "%.2f MB", ri / 1e6),
+            ri == null ? "-" : String.format(Locale.ROOT, "%.2f %%", 100.0 * ri / bytes)));
+      });
+    }
+    b.append("\n| image | link | warm start (overlayfs) | round trip | runtime image at link speed | physical limit |"
+        + "\n|---|---|---|---|---|---|\n");
+    for (String[] g : groups()) {
+      OptionalLong limit = limitMillis(g[0], g[1]);
+      if (limit.isEmpty()) {
+        continue;
+      }
+      LinkEmulator.Link l = LinkEmulator.Link.parse(g[1]);
+      long warm = baseline(rows(g[0], g[1]), "warm-overlayfs", "gzip").orElseThrow()
+          .median(ColdStartResult::readyMillis);
+      long ri = sizes.get(g[0]).runtimeImage().get("flatpull");
+      b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s |%n", g[0], g[1], seconds(warm),
+          seconds(l.rtt().toMillis()), seconds(Math.round(ri * 8_000.0 / l.bitsPerSecond())),
+          seconds(limit.getAsLong())));
+    }
+    return b.toString();
+  }
+
+  /**
+   * What makes the smoke run fail: a start that did not reach readiness, and a runtime-image start that fell back
+   * (a rejected or missing runtime image, or a hit ratio below {@link #MIN_HIT_RATIO}). Empty when all is well.
+   */
+  List<String> problems() {
+    List<String> out = new ArrayList<>();
+    for (ColdStartResult r : results) {
+      String what = String.format("run %d, %s, %s, %s on %s", r.run(), r.image(), r.link(), r.mode(), r.format());
+      if (!r.reachedReadiness()) {
+        out.add(what + ": not ready: " + r.error());
+      } else if (r.mode().startsWith("runtime-image")) {
+        if (r.fallbacks() != 0) {
+          out.add(what + ": fell back to lazy loading (" + r.fallbacks() + " rejected or not found)");
+        } else if (r.hitRatio() < MIN_HIT_RATIO) {
+          out.add(String.format(Locale.ROOT, "%s: runtime-image hit ratio %.3f, below %.2f", what, r.hitRatio(),
+              MIN_HIT_RATIO));
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Each row's median, min and max time to ready, for the chart. */
+  List<ColdStartChart.Bar> bars(String image, String link) {
+    return rows(image, link).stream().filter(r -> !r.ready().isEmpty()).map(r -> new ColdStartChart.Bar(
+        r.mode() + " (" + r.format() + ")", r.median(ColdStartResult::readyMillis),
+        r.ready().stream().mapToLong(ColdStartResult::readyMillis).min().orElse(0),
+        r.ready().stream().mapToLong(ColdStartResult::readyMillis).max().orElse(0))).toList();
+  }
+
+  private static String rss(Row row) {
+    long d = row.median(ColdStartResult::daemonRss);
+    long m = row.median(ColdStartResult::managerRss);
+    if (d < 0 && m < 0) {
+      return "-";
+    }
+    return (d < 0 ? "-" : Long.toString(d >> 20)) + " / " + (m < 0 ? "-" : Long.toString(m >> 20));
+  }
+
+  private static String speedup(Optional<Row> baseline, long millis) {
+    return baseline.map(r -> r.median(ColdStartResult::readyMillis))
+        .filter(b -> b > 0 && millis > 0).map(b -> String.format(Locale.ROOT, "%.2fx", b / (double) millis))
+        .orElse("-");
+  }
+
+  static String seconds(long millis) {
+    return String.format(Locale.ROOT, "%.2f s", millis / 1000.0);
+  }
+
+  private static String plain(long millis) {
+    return String.format(Locale.ROOT, "%.2f", millis / 1000.0);
+  }
+
+  static long median(List<Long> values) {
+    if (values.isEmpty()) {
+      return -1;
+    }
+    List<Long> sorted = new ArrayList<>(values);
+    sorted.sort(null);
+    return sorted.get(sorted.size() / 2);
+  }
+}

@@ -1,0 +1,36 @@
+package dev.flatpull.it.bench;
+
+import java.util.Map;
+
+/**
+ * One measured cold start of {@link ColdStartBenchmark}: times from the pull's start (milliseconds; -1 where the step
+ * did not complete), what crossed the emulated link before readiness, and what the snapshotter's processes held.
+ *
+ * @param format how the image's layers were stored: {@code gzip} (the plain image), {@code flatpull} (eStargz by
+ *     {@code flatpull convert}), {@code ctr-remote} (eStargz by {@code ctr-remote image convert}), {@code
+ *     ctr-remote-opt} (by {@code ctr-remote image optimize} for the workload)
+ * @param pullMillis the pull (0 for a warm start, which starts an image already on the node)
+ * @param createMillis container creation (its root file system's snapshot and mounts)
+ * @param startMillis from the task's start to readiness
+ * @param readyMillis from the pull's start to readiness: the figure compared; -1 when readiness was not reached
+ * @param daemonRss resident bytes of the snapshotter's daemon at readiness (-1: none, as for overlayfs)
+ * @param managerRss resident bytes of flatpull's FUSE manager at readiness (-1: none)
+ * @param hitRatio of a runtime-image start: bytes served from the runtime image over those served from it or lazily (-1:
+ *     not measured)
+ * @param fallbacks of a runtime-image start: runtime images rejected (or parts of them), plus lookups that did not load one (-1: not measured)
+ * @param error why readiness was not reached; empty when it was
+ */
+public record ColdStartResult(int run, String image, String link, String mode, String format, long pullMillis,
+    long createMillis, long startMillis, long readyMillis, long requests, long bytesDown, long connections,
+    Map<String, Long> byKind, long daemonRss, long managerRss, double hitRatio, long fallbacks, String error) {
+
+  public boolean reachedReadiness() {
+    return error.isEmpty() && readyMillis >= 0;
+  }
+
+  /** A start that did not complete, with what was measured up to the failure. */
+  static ColdStartResult failed(int run, String image, String link, String mode, String format, String error) {
+    return new ColdStartResult(run, image, link, mode, format, -1, -1, -1, -1, 0, 0, 0, Map.of(), -1, -1, -1, -1,
+        error);
+  }
+}
