@@ -100,6 +100,15 @@ class FuseMountIT {
   }
 
 
+  /** The FUSE manager's warm-up (a synthetic image through loopback HTTP, TOCs, tree, a real mount, reads). */
+  @Test
+  void warmUp_runsTheWholeColdPathThroughARealMount_andLeavesNothingBehind() throws Exception {
+    Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("w");
+    dev.flatpull.snapshotter.remote.WarmUp.run(dir); // throws when any step fails
+    assertFalse(Files.exists(dir));
+    assertTrue(Files.readAllLines(Path.of("/proc/self/mounts")).stream().noneMatch(l -> l.contains(dir.toString())));
+  }
+
   @Test
   void mountedLayer_matchesItsIndexEntryForEntry() throws Exception {
     for (int i = 0; i < layers.size(); i++) {
