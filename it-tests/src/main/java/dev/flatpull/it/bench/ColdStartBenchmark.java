@@ -438,8 +438,12 @@ public final class ColdStartBenchmark {
     if (image.equals("http")) {
       cmd.add("--net-host");
     }
-    // "--": create has a -c flag of its own (a spec file), which python's -c would be taken for.
-    cmd.addAll(List.of(ref, id, "--"));
+    cmd.addAll(List.of(ref, id));
+    if (image.equals("python")) {
+      // ctr's create has a -c flag of its own (a spec file), which python's -c would be taken for without "--"; but
+      // after a boolean flag such as --net-host, ctr 1.6 takes "--" for the container's id (docs/development.md).
+      cmd.add("--");
+    }
     cmd.addAll(image.equals("python") ? PYTHON : NGINX);
     node.containerd().ctrOk(cmd.toArray(String[]::new));
   }
