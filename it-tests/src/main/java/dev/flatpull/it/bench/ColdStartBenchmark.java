@@ -52,7 +52,8 @@ import java.util.Optional;
  * <p>Writes {@code results.jsonl} (one line per start, as it is measured), {@code images.json}, {@code results.md},
  * {@code results.svg} and the registry's request log under {@code --out}. {@code --check} exits 1 when a start did not
  * reach readiness or a runtime-image start fell back; {@code --smoke} is the reduced run CI makes (python, one
- * repetition, a short link, flatpull's format, {@code --check}).
+ * repetition, a 2 ms / 1 Gbit link, flatpull's format, the optimized image compressed at gzip level 1 instead of 9,
+ * {@code --check}).
  *
  * <p>Images, built from Debian's packages once and cached: {@code python} (Debian + python3; ready when {@code python3
  * -c "import json, http.server, email.parser, urllib.request, decimal, logging, argparse"} exits) and {@code http}
@@ -73,8 +74,11 @@ public final class ColdStartBenchmark {
   private final RegistryServer registry;
   private final Path stargz;
   private final String baselineRoot;
+  private final int optimizeLevel;
 
-  private ColdStartBenchmark(RegistryServer registry, LinkEmulator link, Path stargz, String baselineRoot) {
+  private ColdStartBenchmark(RegistryServer registry, LinkEmulator link, Path stargz, String baselineRoot,
+      int optimizeLevel) {
+    this.optimizeLevel = optimizeLevel;
     this.registry = registry;
     this.link = link;
     this.stargz = stargz;
@@ -95,6 +99,7 @@ public final class ColdStartBenchmark {
     Path out = Path.of("it-tests/target/coldstart");
     String baselineRoot = null;
     boolean check = false;
+    int optimizeLevel = 9;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--images" -> images = List.of(args[++i].split(","));
@@ -112,6 +117,7 @@ public final class ColdStartBenchmark {
           runs = 1;
           formats = List.of("flatpull");
           check = true;
+          optimizeLevel = 1;
         }
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
@@ -147,7 +153,7 @@ public final class ColdStartBenchmark {
     Map<String, ColdStartReport.ImageSizes> sizes = new LinkedHashMap<>();
     try (RegistryServer registry = RegistryServer.start();
         LinkEmulator link = LinkEmulator.start(registry.address(), LinkEmulator.Link.parse(links.get(0)))) {
-      ColdStartBenchmark bench = new ColdStartBenchmark(registry, link, stargz, baselineRoot);
+      ColdStartBenchmark bench = new ColdStartBenchmark(registry, link, stargz, baselineRoot, optimizeLevel);
       for (String image : images) {
         sizes.put(image, bench.prepare(image, plan));
       }
@@ -217,8 +223,10 @@ public final class ColdStartBenchmark {
         if (formats.contains("ctr-remote-opt")) {
           progress("optimizing " + image + " for its workload with ctr-remote image optimize");
           List<String> cmd = image.equals("python") ? PYTHON : NGINX;
-          // The workload runs in a sandbox for --period seconds (or until it exits): nginx is killed after it.
-          containerd.ctrOk("image", "optimize", "--oci", "--period", "5",
+          // The workload runs in a sandbox for --period seconds (or until it exits): nginx is killed after it. The
+          // smoke run compresses at level 1 (level 9, ctr-remote's default, takes about a minute on 2 cores).
+          containerd.ctrOk("image", "optimize", "--oci", "--period", "5", "--estargz-compression-level",
+              Integer.toString(optimizeLevel),
               "--entrypoint", JSON.writeValueAsString(cmd.subList(0, 1)),
               "--args", JSON.writeValueAsString(cmd.subList(1, cmd.size())), plain.toString(), repo + ":ctr-opt");
           containerd.ctrOk("image", "push", "--plain-http", repo + ":ctr-opt");
@@ -392,6 +400,18 @@ public final class ColdStartBenchmark {
       long managerRss = node.managerRss();
       Map<String, Double> after = metrics(node);
       node.containerd().removeContainer(id);
+      List<Long> firstMount = List.of();
+      List<Long> laterMount = List.of();
+      if (p.mode().equals("lazy")) {
+        // The same layer mounted again on the same (no longer fresh) manager: what a node's later pulls cost.
+        node.containerd().ctrOk("image", "rm", "--sync", ref);
+        pull(node, ref);
+        List<List<Long>> mounts = mountTimes(node.flatpull().orElseThrow());
+        if (mounts.size() >= 2) {
+          firstMount = mounts.get(0);
+          laterMount = mounts.get(mounts.size() - 1);
+        }
+      }
       node.flatpull().ifPresent(d -> logTimeline(d));
       Map<String, Long> byKind = new LinkedHashMap<>();
       counts.requests().forEach(r -> byKind.merge(r.kind(), 1L, Long::sum));
@@ -409,7 +429,8 @@ public final class ColdStartBenchmark {
       }
       return new ColdStartResult(run, image, linkName, p.mode(), p.format(), (t1 - t0) / 1_000_000,
           (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000, (t3 - t0) / 1_000_000, counts.requests().size(),
-          counts.bytesDown(), counts.connections(), byKind, daemonRss, managerRss, hitRatio, fallbacks, "");
+          counts.bytesDown(), counts.connections(), byKind, daemonRss, managerRss, hitRatio, fallbacks, firstMount,
+          laterMount, "");
     } catch (IOException | RuntimeException e) {
       progress("  failed: " + e);
       return ColdStartResult.failed(run, image, linkName, p.mode(), p.format(), String.valueOf(e.getMessage()));
@@ -458,6 +479,19 @@ public final class ColdStartBenchmark {
     }
   }
 
+  private static final java.util.regex.Pattern MOUNT_TIMES = java.util.regex.Pattern.compile(
+      "TOC fetched and verified in (\\d+) ms, tree built in (\\d+) ms, mounted in (\\d+) ms");
+
+  /** The FUSE manager's TOC, tree and mount milliseconds of every layer it mounted, in order, from its log. */
+  private static List<List<Long>> mountTimes(FlatpullDaemon d) throws IOException {
+    List<List<Long>> out = new ArrayList<>();
+    java.util.regex.Matcher m = MOUNT_TIMES.matcher(d.log());
+    while (m.find()) {
+      out.add(List.of(Long.parseLong(m.group(1)), Long.parseLong(m.group(2)), Long.parseLong(m.group(3))));
+    }
+    return out;
+  }
+
   /** Where the FUSE manager's part of the start went (TOC, tree, mount, runtime image), for the progress log. */
   private static void logTimeline(FlatpullDaemon d) {
     try {
@@ -484,7 +518,10 @@ public final class ColdStartBenchmark {
     }
   }
 
+  private static final long STARTED = System.nanoTime();
+
+  /** A progress line on stderr, with the seconds since the benchmark started. */
   private static void progress(String line) {
-    System.err.println(line);
+    System.err.printf(Locale.ROOT, "[%6.1f s] %s%n", (System.nanoTime() - STARTED) / 1e9, line);
   }
 }

@@ -149,6 +149,21 @@ final class ColdStartReport {
           seconds(l.rtt().toMillis()), seconds(Math.round(ri * 8_000.0 / l.bitsPerSecond())),
           seconds(limit.getAsLong())));
     }
+    b.append("\n| image | layers | lazy starts | first mount: TOC | first mount: tree and mount | later mount: TOC |"
+        + " later mount: tree and mount | first / later, TOC's arrival to mounted tree |\n|---|---|---|---|---|---|---|---|\n");
+    Map<String, List<ColdStartResult>> lazy = new LinkedHashMap<>();
+    results.stream().filter(r -> r.reachedReadiness() && r.firstMount().size() == 3 && r.laterMount().size() == 3)
+        .forEach(r -> lazy.computeIfAbsent(r.image() + "\u0000" + r.format(), k -> new ArrayList<>()).add(r));
+    lazy.forEach((key, rs) -> {
+      long firstToc = median(rs.stream().map(r -> r.firstMount().get(0)).toList());
+      long firstTree = median(rs.stream().map(r -> r.firstMount().get(1) + r.firstMount().get(2)).toList());
+      long laterToc = median(rs.stream().map(r -> r.laterMount().get(0)).toList());
+      long laterTree = median(rs.stream().map(r -> r.laterMount().get(1) + r.laterMount().get(2)).toList());
+      String[] k = key.split("\u0000");
+      b.append(String.format(Locale.ROOT, "| %s | %s | %d | %d ms | %d ms | %d ms | %d ms | %s |%n", k[0], k[1],
+          rs.size(), firstToc, firstTree, laterToc, laterTree,
+          laterTree == 0 ? "-" : String.format(Locale.ROOT, "%.2f", firstTree / (double) laterTree)));
+    });
     return b.toString();
   }
 

@@ -1,5 +1,6 @@
 package dev.flatpull.it.bench;
 
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -18,11 +19,15 @@ import java.util.Map;
  * @param hitRatio of a runtime-image start: bytes served from the runtime image over those served from it or lazily (-1:
  *     not measured)
  * @param fallbacks of a runtime-image start: runtime images rejected (or parts of them), plus lookups that did not load one (-1: not measured)
+ * @param firstMount of a {@code lazy} start: the FUSE manager's TOC (fetch, verify, parse), tree and mount
+ *     milliseconds for the image's layer on the freshly started manager; empty otherwise
+ * @param laterMount the same for the same layer pulled again on the same manager after the image was removed
  * @param error why readiness was not reached; empty when it was
  */
 public record ColdStartResult(int run, String image, String link, String mode, String format, long pullMillis,
     long createMillis, long startMillis, long readyMillis, long requests, long bytesDown, long connections,
-    Map<String, Long> byKind, long daemonRss, long managerRss, double hitRatio, long fallbacks, String error) {
+    Map<String, Long> byKind, long daemonRss, long managerRss, double hitRatio, long fallbacks,
+    List<Long> firstMount, List<Long> laterMount, String error) {
 
   public boolean reachedReadiness() {
     return error.isEmpty() && readyMillis >= 0;
@@ -31,6 +36,6 @@ public record ColdStartResult(int run, String image, String link, String mode, S
   /** A start that did not complete, with what was measured up to the failure. */
   static ColdStartResult failed(int run, String image, String link, String mode, String format, String error) {
     return new ColdStartResult(run, image, link, mode, format, -1, -1, -1, -1, 0, 0, 0, Map.of(), -1, -1, -1, -1,
-        error);
+        List.of(), List.of(), error);
   }
 }

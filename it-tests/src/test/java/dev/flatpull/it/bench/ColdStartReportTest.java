@@ -12,7 +12,8 @@ class ColdStartReportTest {
   private static ColdStartResult ready(int run, String mode, String format, long millis) {
     return new ColdStartResult(run, "python", "20ms/200mbit", mode, format, millis / 4, millis / 4, millis / 2,
         millis, 10, 1_000_000, 1, Map.of(), 100 << 20, 200 << 20, mode.startsWith("runtime-image") ? 1.0 : -1,
-        mode.startsWith("runtime-image") ? 0 : -1, "");
+        mode.startsWith("runtime-image") ? 0 : -1, mode.equals("lazy") ? List.of(100L, 20L, 30L) : List.of(),
+        mode.equals("lazy") ? List.of(90L, 20L, 20L + run) : List.of(), "");
   }
 
   private static final Map<String, ColdStartReport.ImageSizes> SIZES = Map.of("python",
@@ -50,6 +51,8 @@ class ColdStartReportTest {
     assertTrue(row.contains("| 100 / 200 |"), row);
     assertTrue(md.contains("| python | flatpull | 120.0 MB | 5.00 MB | 4.17 % |"), md);
     assertTrue(md.contains("| python | 20ms/200mbit | 0.50 s | 0.02 s | 0.20 s | 0.72 s |"), md);
+    // first: 100 + 50 ms; later: 90 + 20 + 22 (the median of 21, 22, 23)
+    assertTrue(md.contains("| python | flatpull | 3 | 100 ms | 50 ms | 90 ms | 42 ms | 1.19 |"), md);
   }
 
   @Test
@@ -58,9 +61,9 @@ class ColdStartReportTest {
     assertEquals(List.of(), new ColdStartReport(rs, SIZES).problems());
     rs.add(ColdStartResult.failed(4, "python", "20ms/200mbit", "stargz", "flatpull", "no HTTP 200"));
     rs.add(new ColdStartResult(4, "python", "20ms/200mbit", "runtime-image", "flatpull", 1, 1, 1, 3, 1, 1, 1,
-        Map.of(), 1, 1, 1.0, 2, ""));
+        Map.of(), 1, 1, 1.0, 2, List.of(), List.of(), ""));
     rs.add(new ColdStartResult(5, "python", "20ms/200mbit", "runtime-image", "flatpull", 1, 1, 1, 3, 1, 1, 1,
-        Map.of(), 1, 1, 0.8, 0, ""));
+        Map.of(), 1, 1, 0.8, 0, List.of(), List.of(), ""));
     List<String> p = new ColdStartReport(rs, SIZES).problems();
     assertEquals(3, p.size(), p.toString());
     assertTrue(p.get(0).contains("not ready: no HTTP 200"), p.get(0));
