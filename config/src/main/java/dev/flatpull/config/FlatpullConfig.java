@@ -132,7 +132,8 @@ public record FlatpullConfig(
         managerMetrics.isEmpty() ? Optional.empty()
             : Optional.of(hostPort(t, "fuse_manager_metrics_address", managerMetrics)),
         t.bool("prefetch", d.prefetch()),
-        t.bool("background_fetch", d.backgroundFetch()));
+        t.bool("background_fetch", d.backgroundFetch()),
+        t.duration("background_fetch_quiet", d.backgroundFetchQuiet()));
     t.rejectUnknownKeys();
     return s;
   }

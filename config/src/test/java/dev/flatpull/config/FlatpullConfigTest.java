@@ -53,6 +53,7 @@ class FlatpullConfigTest {
         fuse_manager_metrics_address = "127.0.0.1:9902"
         prefetch = false
         background_fetch = false
+        background_fetch_quiet = "750ms"
         [runtime_image]
         verify = "runtime-image"
         frame_size = "1MiB"
@@ -78,6 +79,7 @@ class FlatpullConfigTest {
     assertEquals(Path.of("/run/fp/fp.sock"), c.snapshotter().socket());
     assertEquals(Path.of("/run/fp/fm.sock"), c.snapshotter().fuseManagerSocket());
     assertEquals(9901, c.snapshotter().metricsAddress().orElseThrow().getPort());
+    assertEquals(Duration.ofMillis(750), c.snapshotter().backgroundFetchQuiet());
     assertEquals("127.0.0.1", c.snapshotter().metricsAddress().orElseThrow().getHostString());
     assertEquals(false, c.snapshotter().prefetch());
     assertEquals(false, c.snapshotter().backgroundFetch());

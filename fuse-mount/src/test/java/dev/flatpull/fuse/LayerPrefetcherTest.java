@@ -2,6 +2,7 @@ package dev.flatpull.fuse;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
@@ -187,6 +188,47 @@ class LayerPrefetcherTest {
     activity.end();
     t.join(10_000);
     assertTrue(cached("lib/part0.so") && cached("lib/part11.so"));
+  }
+
+  /**
+   * With a quiet period, background fetching waits until on-demand reads have left the registry alone that long, not
+   * just until none waits: a start's misses come every few milliseconds. The clock is the test's; the background
+   * thread is only ever seen blocked (never timed), then done after the clock passes the quiet period.
+   */
+  @Test
+  void background_withAQuietPeriod_startsOnlyOnceReadsHaveBeenQuietThatLong() throws Exception {
+    java.util.concurrent.atomic.AtomicLong now = new java.util.concurrent.atomic.AtomicLong();
+    ReadActivity activity = new ReadActivity(Duration.ofSeconds(2), now::get, () -> {});
+    activity.touch(); // a layer was mounted at t = 0
+    LayerPrefetcher p = new LayerPrefetcher(layer, cache, activity, List.of(), true);
+    Thread t = new Thread(p);
+    t.start();
+    awaitBlocked(t);
+    now.set(1_500_000_000L);
+    activity.begin(); // a miss at 1.5 s
+    now.set(1_600_000_000L);
+    activity.end();
+    now.set(3_000_000_000L); // 2 s after the mount, 1.4 s after the miss
+    activity.recheck();
+    awaitBlocked(t);
+    assertEquals(0, requests.get(), "nothing fetched while reads are not quiet for 2 s");
+    now.set(3_600_000_000L);
+    activity.recheck();
+    t.join(10_000);
+    assertFalse(t.isAlive(), "fetched once quiet");
+    assertTrue(cached("lib/part0.so") && cached("lib/part11.so"));
+  }
+
+  /** Until {@code t} waits on a monitor (it re-checks the clock every millisecond of its own at most). */
+  private static void awaitBlocked(Thread t) throws InterruptedException {
+    for (int i = 0; i < 1000; i++) {
+      Thread.State s = t.getState();
+      if (s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING) {
+        return;
+      }
+      Thread.sleep(5);
+    }
+    throw new AssertionError("the background thread never waited: " + t.getState());
   }
 
   /**

@@ -109,7 +109,7 @@ public final class LayerServer implements AutoCloseable {
   private final LongSupplier nanoTime;
   private final InstantSource clock;
   private final Threads threads;
-  private final ReadActivity activity = new ReadActivity();
+  private final ReadActivity activity;
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
   // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
   // another session, with its own registry client.
@@ -136,6 +136,7 @@ public final class LayerServer implements AutoCloseable {
     this.nanoTime = nanoTime;
     this.clock = clock;
     this.threads = threads;
+    this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
   }
 
   /** A server for {@code config} with its own registry clients, page cache and threads. */
@@ -183,6 +184,8 @@ public final class LayerServer implements AutoCloseable {
       throw new IOException(key + " already serves layer " + existing.layer().digest());
     }
     long t0 = nanoTime.getAsLong();
+    // A layer being mounted means a container is about to start reading: background fetching waits for it too.
+    activity.touch();
     ImageReference ref = ImageReference.parse(imageRef);
     Optional<ImageSession> session = manifest.isEmpty() ? Optional.empty() : Optional.of(session(ref, manifest.get()));
     LazyLayer lazy = session.isPresent() ? session.get().layer(layer) : opener(ref).open(layer);
