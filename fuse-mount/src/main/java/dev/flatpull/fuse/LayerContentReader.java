@@ -24,6 +24,8 @@ import java.util.Optional;
 public final class LayerContentReader {
   /** Default readahead: a few chunks of the default 4 MiB chunk size would be too much for small reads. */
   public static final long DEFAULT_READAHEAD = 4L << 20;
+  /** Largest neighbourhood window a run of forward misses grows to. */
+  public static final long MAX_NEIGHBOURHOOD = 4L << 20;
 
   private final LazyLayer layer;
   private final PageCache cache;
@@ -32,6 +34,12 @@ public final class LayerContentReader {
   private final ContentEvents events;
   private final PendingProducers producers;
   private final PageSource pages;
+  private final long neighbourhood;
+  private volatile LayerChunk[] stored;
+  // The neighbourhood window: where the last one lay in the blob, and its current size (see neighbours()).
+  private long windowStart = -1;
+  private long windowEnd = -1;
+  private long window;
 
   public LayerContentReader(LazyLayer layer, PageCache cache) {
     this(layer, cache, DEFAULT_READAHEAD, new ReadActivity());
@@ -50,6 +58,17 @@ public final class LayerContentReader {
    */
   public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity,
       ContentEvents events, PendingProducers producers, PageSource pages) {
+    this(layer, cache, readahead, activity, events, producers, pages, 0);
+  }
+
+  /**
+   * @param neighbourhood bytes of the blob after a miss whose chunks (of the files that follow it) are fetched with it,
+   *     growing while misses move forward (see {@link #neighbours}); 0 for none
+   */
+  public LayerContentReader(LazyLayer layer, PageCache cache, long readahead, ReadActivity activity,
+      ContentEvents events, PendingProducers producers, PageSource pages, long neighbourhood) {
+    this.neighbourhood = neighbourhood;
+    this.window = neighbourhood;
     this.layer = layer;
     this.cache = cache;
     this.readahead = readahead;
@@ -102,6 +121,7 @@ public final class LayerContentReader {
               }
             }
           }
+          ahead.addAll(neighbours(missing, ahead));
           fetchMissing(file, missing, ahead, data, origins);
         }
       } finally {
@@ -124,6 +144,74 @@ public final class LayerContentReader {
       }
     }
     return n;
+  }
+
+  /**
+   * The chunks stored after a miss in the blob (the files that follow it in layer order: usually its directory's
+   * other files), within a window that starts at {@code neighbourhood} bytes of the blob and doubles, up to
+   * {@link #MAX_NEIGHBOURHOOD}, while misses move forward through the blob near the last window; a miss elsewhere
+   * resets it. A lazy loader pays a round trip per miss, and a starting service reads file after file of the same
+   * packages, one at a time.
+   */
+  private List<LayerChunk> neighbours(List<LayerChunk> missing, List<LayerChunk> ahead) {
+    if (neighbourhood <= 0) {
+      return List.of();
+    }
+    long start = Long.MAX_VALUE;
+    long end = 0;
+    for (List<LayerChunk> l : List.of(missing, ahead)) {
+      for (LayerChunk c : l) {
+        start = Math.min(start, c.stored().offset());
+        end = Math.max(end, c.stored().end());
+      }
+    }
+    long window;
+    synchronized (this) {
+      boolean forward = start >= windowStart && start < windowEnd + this.window;
+      this.window = forward ? Math.min(MAX_NEIGHBOURHOOD, this.window * 2) : neighbourhood;
+      window = this.window;
+      windowStart = end;
+      windowEnd = end + window;
+    }
+    LayerChunk[] all = byStoredOffset();
+    int lo = 0;
+    int hi = all.length;
+    while (lo < hi) {
+      int mid = (lo + hi) >>> 1;
+      if (all[mid].stored().offset() < end) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    List<LayerChunk> out = new ArrayList<>();
+    for (int i = lo; i < all.length && all[i].stored().end() <= end + window; i++) {
+      if (!cache.contains(all[i].digest())) {
+        out.add(all[i]);
+      }
+    }
+    return out;
+  }
+
+  /** Every stored chunk of the layer's regular files, by offset in the blob; built at the first miss. */
+  private LayerChunk[] byStoredOffset() {
+    LayerChunk[] all = stored;
+    if (all == null) {
+      List<LayerChunk> chunks = new ArrayList<>();
+      for (LayerEntry e : layer.index().entries()) {
+        if (e.type() == dev.flatpull.fetcher.layer.EntryType.REG) {
+          for (LayerChunk c : e.chunks()) {
+            if (!c.stored().isEmpty()) {
+              chunks.add(c);
+            }
+          }
+        }
+      }
+      all = chunks.toArray(LayerChunk[]::new);
+      java.util.Arrays.sort(all, java.util.Comparator.comparingLong(c -> c.stored().offset()));
+      stored = all;
+    }
+    return all;
   }
 
   /** Nothing verified to offer: a page the source named is neither cached nor arriving. */

@@ -88,6 +88,64 @@ class LayerPrefetcherTest {
     return true;
   }
 
+  /** Every stored chunk of the layer, by offset in the blob. */
+  private List<LayerChunk> chunksInBlobOrder() {
+    List<LayerChunk> all = new java.util.ArrayList<>();
+    layer.index().entries().forEach(e -> all.addAll(e.chunks()));
+    all.sort(java.util.Comparator.comparingLong(c -> c.stored().offset()));
+    return all;
+  }
+
+  /**
+   * A miss brings the chunks stored after it (the files that follow it in the layer) in the same request; the window
+   * doubles while misses move forward through the blob, and starts again small after a miss elsewhere.
+   */
+  @Test
+  void reader_aMiss_fetchesItsNeighbourhoodInTheSameRequest_andTheWindowGrowsWithForwardMisses() throws Exception {
+    long window = 200_000;
+    LayerContentReader reader = new LayerContentReader(layer, cache, 0, new ReadActivity(), ContentEvents.NONE,
+        PendingProducers.NONE, PageSource.NONE, window);
+    List<LayerChunk> order = chunksInBlobOrder();
+    LayerEntry part3 = layer.index().entry("lib/part3.so").orElseThrow();
+    byte[] got = new byte[4096];
+
+    reader.read(part3, 0, got, got.length);
+
+    assertArrayEquals(Arrays.copyOf(files.get("lib/part3.so"), 4096), got);
+    assertEquals(1, requests.get(), "the miss and its neighbourhood in one request");
+    long end = part3.chunks().get(0).stored().end();
+    List<LayerChunk> inWindow = order.stream().filter(c -> c.stored().offset() >= end
+        && c.stored().end() <= end + window).toList();
+    assertTrue(inWindow.size() >= 2, "the test layer puts several chunks in the window");
+    for (LayerChunk c : inWindow) {
+      assertTrue(cache.contains(c.digest()), "neighbour at " + c.stored().offset() + " fetched");
+    }
+    LayerChunk next = order.get(order.indexOf(inWindow.get(inWindow.size() - 1)) + 1);
+    assertFalse(cache.contains(next.digest()), "nothing past the window");
+
+    // A forward miss just past it: the window doubles.
+    LayerEntry owner = layer.index().entries().stream().filter(e -> e.chunks().contains(next)).findFirst()
+        .orElseThrow();
+    reader.read(owner, next.fileOffset(), got, got.length);
+    assertEquals(2, requests.get());
+    for (LayerChunk c : order) {
+      if (c.stored().offset() >= next.stored().end() && c.stored().end() <= next.stored().end() + 2 * window) {
+        assertTrue(cache.contains(c.digest()), "doubled window: chunk at " + c.stored().offset());
+      }
+    }
+
+    // A miss back at the start of the blob: the window is small again.
+    LayerChunk first = order.get(0);
+    LayerEntry firstOwner = layer.index().entries().stream().filter(e -> e.chunks().contains(first)).findFirst()
+        .orElseThrow();
+    reader.read(firstOwner, first.fileOffset(), got, got.length);
+    for (LayerChunk c : order) {
+      if (c.stored().offset() >= first.stored().end() + window + 70_000 && c.stored().end() < end) {
+        assertFalse(cache.contains(c.digest()), "reset window: chunk at " + c.stored().offset() + " not fetched");
+      }
+    }
+  }
+
   @Test
   void reader_missingChunkWhosePagesAreKnown_isServedFromThePages_withoutARequest() throws Exception {
     LayerEntry file = layer.index().entry("lib/part5.so").orElseThrow();

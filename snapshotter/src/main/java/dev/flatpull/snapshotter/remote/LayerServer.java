@@ -110,6 +110,8 @@ public final class LayerServer implements AutoCloseable {
   private final InstantSource clock;
   private final Threads threads;
   private final ReadActivity activity;
+  /** A miss's first neighbourhood window (LayerContentReader): a few of the files that follow it. */
+  private static final long NEIGHBOURHOOD = 256L << 10;
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
   // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
   // another session, with its own registry client.
@@ -199,7 +201,8 @@ public final class LayerServer implements AutoCloseable {
     };
     LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
         contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
-            .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE));
+            .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE),
+        NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
     LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
