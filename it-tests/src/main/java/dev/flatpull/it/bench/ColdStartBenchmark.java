@@ -46,8 +46,8 @@ import java.util.Optional;
  * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
  * optimize}). {@code --formats}: the lazy modes run on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
  * {@code ctr-remote image convert} (its own chunking). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
- * default configuration run from the jar of another built source tree, so that a change is measured before and after
- * in one run.
+ * default configuration (no runtime image looked for) run from the jar of another built source tree, so that a change is
+ * measured before and after in one run.
  *
  * <p>Writes {@code results.jsonl} (one line per start, as it is measured), {@code images.json}, {@code results.md},
  * {@code results.svg} and the registry's request log under {@code --out}. {@code --check} exits 1 when a start did not
@@ -348,12 +348,13 @@ public final class ColdStartBenchmark {
       case "runtime-image", "runtime-image-landing" -> d = FlatpullDaemon.start(metrics, true,
           "[runtime_image]\nkernel_landing = " + mode.equals("runtime-image-landing") + "\n");
       case "lazy-baseline" -> {
-        // The daemon and its FUSE manager run from that tree's jar, with its defaults (an earlier build may not know
-        // this one's settings: no metrics from it).
+        // The daemon and its FUSE manager run from that tree's jar, with its defaults but for runtime images, which
+        // the registry holds for these images: the tree must know [runtime_image] load (any build since runtime
+        // images are loaded). No metrics from it: it may not know this build's other settings.
         String own = System.getProperty("flatpull.root", "..");
         System.setProperty("flatpull.root", baselineRoot);
         try {
-          d = FlatpullDaemon.startWithDefaultFetching();
+          d = FlatpullDaemon.start("", true, "[runtime_image]\nload = false\n");
         } finally {
           System.setProperty("flatpull.root", own);
         }

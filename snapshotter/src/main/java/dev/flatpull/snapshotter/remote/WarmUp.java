@@ -130,7 +130,9 @@ public final class WarmUp {
   private record Layer(Descriptor descriptor, byte[] blob) {}
 
   private static FlatpullConfig config(Path dir) throws dev.flatpull.config.ConfigException {
-    return FlatpullConfig.parse("warm-up", "root = \"" + dir + "\"\n[registry]\nplain_http = true\n");
+    // No hosts.toml: a node's _default mirror must not receive the loopback registry's requests.
+    return FlatpullConfig.parse("warm-up", "root = \"" + dir + "\"\n[registry]\nplain_http = true\n"
+        + "config_path = \"\"\nmax_attempts = 1\nconnect_timeout = \"2s\"\nread_timeout = \"10s\"\n");
   }
 
   /** A layer of {@code FILES} small files and {@code LARGE_FILES} of many chunks, in both lazy formats. */
