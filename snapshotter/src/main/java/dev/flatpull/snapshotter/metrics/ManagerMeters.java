@@ -30,6 +30,7 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   private static final List<String> SOURCES = List.of("runtime_image", "lazy", "cache");
 
   private final MeterRegistry registry;
+  private Supplier<CacheStats> cacheStats;
   private final Timer toc;
   private final Timer tree;
   private final Timer mount;
@@ -85,6 +86,9 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   public void bind(LayerServer server) {
     bindRegistry(registry, server.fetched());
     Supplier<CacheStats> c = server::cacheStats;
+    // Micrometer's gauges and function counters hold their object weakly: without this reference the supplier was
+    // collected and every page-cache figure read NaN (found by RemoteSnapshotIT's cache-empty test).
+    cacheStats = c;
     cacheCounter("flatpull.page.cache.hits", "memory", c, CacheStats::memoryHits);
     cacheCounter("flatpull.page.cache.hits", "disk", c, CacheStats::diskHits);
     cacheCounter("flatpull.page.cache.hits", "reservation", c, CacheStats::reservationHits);
