@@ -5,6 +5,7 @@ import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -167,14 +168,29 @@ public final class LayerTree {
     return new Node(nextIno++, kind, mode, uid, gid, size, modTime, target, major, minor, new LinkedHashMap<>(xattrs), content);
   }
 
+  /**
+   * The node at {@code path}, made (with every missing parent) a plain directory when the index has none. A loop, not
+   * a recursion: a layer may legally hold a path thousands of directories deep, and the stack must not depend on it.
+   */
   private Node ensureDir(String path) {
     Node n = byPath.get(path);
     if (n != null) {
       return n;
     }
-    Node d = dir(0755, 0, 0, Instant.EPOCH, Map.of());
-    add(path, d);
-    return d;
+    ArrayDeque<String> missing = new ArrayDeque<>();
+    String p = path;
+    while ((n = byPath.get(p)) == null) {
+      missing.push(p);
+      int slash = p.lastIndexOf('/');
+      p = slash < 0 ? "" : p.substring(0, slash);
+    }
+    for (String m : missing) {
+      Node d = dir(0755, 0, 0, Instant.EPOCH, Map.of());
+      byPath.put(m, d);
+      n.children.add(m.substring(m.lastIndexOf('/') + 1));
+      n = d;
+    }
+    return n;
   }
 
   private void add(String path, Node n) {

@@ -104,6 +104,44 @@ class LayerTreeTest {
     assertEquals(2 + 6, root.links());
   }
 
+  /** A legal layer with one file 4,096 directories deep (and no directory entries) on a thread with a small stack. */
+  @Test
+  void of_aPathThousandsOfDirectoriesDeep_buildsWithoutRecursingOnDepth() throws Exception {
+    String deepDir = "d/".repeat(4096);
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    byte[] content = "deep\n".getBytes(StandardCharsets.US_ASCII);
+    TarWriter.writeHeader(out, TarHeader.regular(deepDir + "f", content.length, 0644, Instant.EPOCH));
+    out.write(content);
+    TarWriter.pad(out, content.length);
+    TarWriter.writeEnd(out);
+    Path tar = dir.resolve("deep.tar");
+    Files.write(tar, out.toByteArray());
+    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER, Digest.sha256(out.toByteArray()), out.size(), Map.of());
+    var index = PlainLayerIndexer.open(d, tar, tar, FetchLimits.DEFAULTS).index();
+    LayerTree[] built = new LayerTree[1];
+    Throwable[] failed = new Throwable[1];
+    // 128 KiB: far less than any thread flatpull serves from, and far less than a recursion per level needs here.
+    Thread t = new Thread(null, () -> {
+      try {
+        built[0] = LayerTree.of(index);
+      } catch (Throwable e) {
+        failed[0] = e;
+      }
+    }, "small-stack", 128 * 1024);
+    t.start();
+    t.join();
+    assertEquals(null, failed[0], () -> "building the tree failed: " + failed[0]);
+    LayerTree tree = built[0];
+    assertEquals(4096 + 2, tree.size(), "root, 4,096 implicit directories, the file");
+    Node file = tree.lookup("/" + deepDir + "f").orElseThrow();
+    assertEquals(Kind.REG, file.kind);
+    assertEquals(content.length, file.size);
+    Node top = tree.lookup("/d").orElseThrow();
+    assertEquals(List.of("d"), top.children());
+    assertEquals(3, top.links(), "., its entry in the root, and one subdirectory");
+    assertEquals(List.of("f"), tree.lookup("/" + deepDir.substring(0, deepDir.length() - 1)).orElseThrow().children());
+  }
+
   @Test
   void makedev_encodesLikeGlibc() {
     assertEquals((1 << 8) | 3, LayerFileSystem.makedev(1, 3));

@@ -17,6 +17,9 @@ import picocli.CommandLine.Mixin;
 @Command(name = "cache", mixinStandardHelpOptions = true, description = "Work with the node's page cache.",
     subcommands = {CacheCommand.Empty.class})
 final class CacheCommand implements Runnable {
+  /** Accepts the shared options between {@code flatpull} and the subcommand, too. */
+  @Mixin GlobalOptions global;
+
   @Override
   public void run() {
     new picocli.CommandLine(this).usage(System.out);

@@ -13,6 +13,7 @@ import java.io.FileNotFoundException;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 
 /** The {@code flatpull} command line. Failures become exit codes here and only here. */
 @Command(
@@ -35,6 +36,9 @@ public final class FlatpullCommand implements Runnable {
   static final int FORMAT = 7;
   static final int NOT_READY = 8;
   static final int FAILURE = 1;
+
+  /** Holds the options shared by all commands, wherever on the command line they stand. */
+  @Mixin GlobalOptions global;
 
   @Override
   public void run() {

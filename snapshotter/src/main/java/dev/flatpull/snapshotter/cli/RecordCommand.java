@@ -115,7 +115,7 @@ final class RecordCommand implements Callable<Integer> {
       manager.status(5); // fails clearly when flatpull serve (and its manager) is not running
       ServiceRecorder.Result r = new ServiceRecorder(manager, System.err).record(new ServiceRecorder.Plan(
           reference, layers, parsed, Durations.parse("--probe-interval", interval),
-          Durations.parse("--probe-timeout", timeout), runs, containerd, namespace, snapshotter, global.plainHttp,
+          Durations.parse("--probe-timeout", timeout), runs, containerd, namespace, snapshotter, config.registry().plainHttp(),
           !noHostNetwork, env, cwd, command));
       Trace trace = new Trace(service, FlatpullCommand.VERSION, Instant.now(), r.readyMillis(), r.layers());
       TraceFile.write(trace, file);

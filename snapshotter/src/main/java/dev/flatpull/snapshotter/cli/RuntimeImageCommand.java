@@ -42,6 +42,9 @@ import picocli.CommandLine.Parameters;
     subcommands = {RuntimeImageCommand.Build.class, RuntimeImageCommand.Ls.class, RuntimeImageCommand.Show.class,
         RuntimeImageCommand.Rm.class, RuntimeImageCommand.Prune.class})
 final class RuntimeImageCommand implements Runnable {
+  /** Accepts the shared options between {@code flatpull} and the subcommand, too. */
+  @Mixin GlobalOptions global;
+
   @Override
   public void run() {
     new picocli.CommandLine(this).usage(System.out);

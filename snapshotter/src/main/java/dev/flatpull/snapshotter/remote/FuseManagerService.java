@@ -47,7 +47,8 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
           manifest);
       out.onNext(MountLayerResponse.newBuilder().setEntries(s.entries()).setFormat(s.format()).build());
       out.onCompleted();
-    } catch (Exception e) {
+    } catch (Exception | StackOverflowError e) {
+      // A hostile layer may fail in any way; the manager refuses it and keeps serving every other layer.
       LOG.log(Level.WARNING, "mounting at " + r.getMountPoint() + " failed", e);
       out.onError(Status.UNAVAILABLE.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
     }
