@@ -146,6 +146,10 @@ public final class FlatpullDaemon implements AutoCloseable {
     return socket;
   }
 
+  public Path managerSocket() {
+    return managerSocket;
+  }
+
   public Path root() {
     return dir.resolve("root");
   }

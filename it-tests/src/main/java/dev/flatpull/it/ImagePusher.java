@@ -23,15 +23,32 @@ import java.util.List;
 import java.util.Map;
 import java.util.zip.GZIPOutputStream;
 
-/** Pushes an image made of uncompressed tar layers (gzip-compressed or not) to a plain-HTTP test registry. */
+/** Pushes images to a plain-HTTP test registry: from uncompressed tar layers (gzip-compressed or not), or ready blobs. */
 public final class ImagePusher {
   /** One layer: its tar, and whether to push it gzip-compressed. */
   public record Layer(byte[] tar, boolean gzip) {}
 
   private ImagePusher() {}
 
+  /** A layer blob as pushed: its bytes, the descriptor the manifest lists, and the digest of its uncompressed tar. */
+  public record Blob(byte[] bytes, Descriptor descriptor, Digest diffId) {}
+
   /** Pushes the layers, a config whose diff_ids match them, and a manifest tagged {@code ref}'s tag. */
   public static void push(ImageReference ref, List<Layer> layers) throws IOException {
+    List<Blob> blobs = new ArrayList<>();
+    for (Layer l : layers) {
+      byte[] blob = l.gzip() ? gzip(l.tar()) : l.tar();
+      blobs.add(new Blob(blob, new Descriptor(l.gzip() ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER,
+          Digest.sha256(blob), blob.length, Map.of()), Digest.sha256(l.tar())));
+    }
+    pushBlobs(ref, blobs);
+  }
+
+  /**
+   * Pushes ready-made layer blobs as they are (annotations included, hostile ones too), a config listing their
+   * diff_ids, and a manifest tagged {@code ref}'s tag; returns the manifest's digest.
+   */
+  public static Digest pushBlobs(ImageReference ref, List<Blob> blobs) throws IOException {
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
     try (RegistryClients clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE,
         Sleeper.SYSTEM, InstantSource.system())) {
@@ -45,18 +62,15 @@ public final class ImagePusher {
       rootfs.put("type", "layers");
       ArrayNode diffIds = rootfs.putArray("diff_ids");
       List<Descriptor> descriptors = new ArrayList<>();
-      for (Layer l : layers) {
-        byte[] blob = l.gzip() ? gzip(l.tar()) : l.tar();
-        Descriptor d = new Descriptor(l.gzip() ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER, Digest.sha256(blob),
-            blob.length, Map.of());
-        client.pushBlob(d, blob);
-        descriptors.add(d);
-        diffIds.add(Digest.sha256(l.tar()).toString());
+      for (Blob b : blobs) {
+        client.pushBlob(b.descriptor(), b.bytes());
+        descriptors.add(b.descriptor());
+        diffIds.add(b.diffId().toString());
       }
       byte[] cfgBytes = json.writeValueAsBytes(cfg);
       Descriptor c = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(cfgBytes), cfgBytes.length, Map.of());
       client.pushBlob(c, cfgBytes);
-      client.pushManifest(ref.tag().orElseThrow(), MediaTypes.OCI_MANIFEST,
+      return client.pushManifest(ref.tag().orElseThrow(), MediaTypes.OCI_MANIFEST,
           OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, c, descriptors, Map.of()));
     }
   }

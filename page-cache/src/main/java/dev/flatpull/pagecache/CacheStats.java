@@ -13,10 +13,12 @@ package dev.flatpull.pagecache;
  * @param diskEntries entries on disk now
  * @param diskBytes bytes on disk now
  * @param diskWriteFailures disk writes that failed (the content stayed in memory only)
- * @param writeBehindWaits stores that waited because the write-behind queue was full
+ * @param writeBehindWaits producers' stores that waited because the write-behind queue was full
+ * @param diskWritesSkipped readers' stores kept in memory only because the write-behind queue was full (a reader never
+ *     waits for the disk)
  * @param writeBehindBytes bytes waiting for their disk write now
  */
 public record CacheStats(
     long memoryHits, long diskHits, long misses, long loads, long reservationHits, long corruptDiscarded,
     long evictions, long diskEntries, long diskBytes, long diskWriteFailures, long writeBehindWaits,
-    long writeBehindBytes) {}
+    long diskWritesSkipped, long writeBehindBytes) {}

@@ -56,6 +56,7 @@ public final class PageCache implements AutoCloseable {
   private final LongAdder reservationHits = new LongAdder();
   private final LongAdder diskWriteFailures = new LongAdder();
   private final LongAdder writeBehindWaits = new LongAdder();
+  private final LongAdder diskWritesSkipped = new LongAdder();
   private final java.util.concurrent.ExecutorService writer;
   private final java.util.concurrent.atomic.AtomicLong pendingWrites = new java.util.concurrent.atomic.AtomicLong();
   // Bytes queued for the disk, bounded: a producer faster than the disk (a runtime-image stream) waits here instead
@@ -63,13 +64,20 @@ public final class PageCache implements AutoCloseable {
   private final java.util.concurrent.Semaphore writeBehind;
   private final int writeBehindBytes;
 
-  private PageCache(Cache<Digest, byte[]> memory, DiskTier disk, Duration reservationWait, int writeBehindBytes) {
+  /** @param writer runs the disk writes, one at a time (tests pass one that holds them: a disk slower than anything) */
+  PageCache(Cache<Digest, byte[]> memory, DiskTier disk, Duration reservationWait, int writeBehindBytes,
+      java.util.concurrent.ExecutorService writer) {
     this.memory = memory;
     this.disk = disk;
     this.reservationWait = reservationWait;
     this.writeBehindBytes = writeBehindBytes;
     this.writeBehind = new java.util.concurrent.Semaphore(writeBehindBytes);
-    this.writer = java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
+    this.writer = writer;
+  }
+
+  /** The writer thread of a cache: a single daemon thread, so that disk writes never compete with each other. */
+  static java.util.concurrent.ExecutorService writerThread() {
+    return java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
       Thread t = new Thread(r, "flatpull-page-cache-writer");
       t.setDaemon(true);
       return t;
@@ -87,7 +95,7 @@ public final class PageCache implements AutoCloseable {
             .weigher((Digest d, byte[] b) -> b.length)
             .build();
     return new PageCache(memory, new DiskTier(directory, settings.diskBytes()), settings.reservationWait(),
-        WRITE_BEHIND_BYTES);
+        WRITE_BEHIND_BYTES, writerThread());
   }
 
   /** At most this many bytes wait for their disk write at any time. */
@@ -153,14 +161,14 @@ public final class PageCache implements AutoCloseable {
           return b;
         } catch (Abandoned | TimeoutException e) {
           // The producer gave up or is too slow: fetch it ourselves, without a second single-flight slot.
-          return store(digest, loadVerified(digest, loader));
+          return store(digest, loadVerified(digest, loader), false);
         }
       }
       try {
         // Someone may have stored it between our lookup and taking the slot.
         byte[] b = lookup(digest).orElse(null);
         if (b == null) {
-          b = store(digest, loadVerified(digest, loader));
+          b = store(digest, loadVerified(digest, loader), false);
         }
         mine.complete(b);
         return b;
@@ -230,13 +238,19 @@ public final class PageCache implements AutoCloseable {
   }
 
   /**
-   * Makes verified content visible in memory now and durable on disk soon, off the caller's thread. Waits while the
-   * write-behind queue is full; if waiting is interrupted, the content stays in memory only.
+   * Makes verified content visible in memory now and durable on disk soon, off the caller's thread. When the
+   * write-behind queue is full, a producer ({@code producer}: a runtime-image stream filling reservations) waits for
+   * the disk, which paces it to the disk's speed; a reader (a FUSE read that missed) never waits on the disk: its
+   * content stays in memory only, counted. If waiting is interrupted, the content stays in memory only too.
    */
-  private byte[] store(Digest digest, byte[] content) {
+  private byte[] store(Digest digest, byte[] content, boolean producer) {
     memory.put(digest, content);
     int permits = Math.min(content.length, writeBehindBytes);
     if (!writeBehind.tryAcquire(permits)) {
+      if (!producer) {
+        diskWritesSkipped.increment();
+        return content;
+      }
       writeBehindWaits.increment();
       try {
         writeBehind.acquire(permits);
@@ -329,7 +343,7 @@ public final class PageCache implements AutoCloseable {
       public void fill(VerifiedContent content) throws DigestMismatchException {
         try {
           byte[] bytes = ofDigest(digest, content, "reserved content");
-          store(digest, bytes);
+          store(digest, bytes, true);
           f.complete(bytes);
         } catch (DigestMismatchException e) {
           abandon();
@@ -357,6 +371,6 @@ public final class PageCache implements AutoCloseable {
     return new CacheStats(
         memoryHits.sum(), diskHits.sum(), misses.sum(), loads.sum(), reservationHits.sum(), disk.corrupt.sum(),
         disk.evictions.sum(), disk.entries(), disk.bytes(), diskWriteFailures.sum(), writeBehindWaits.sum(),
-        writeBehindBytes - writeBehind.availablePermits());
+        diskWritesSkipped.sum(), writeBehindBytes - writeBehind.availablePermits());
   }
 }

@@ -98,6 +98,7 @@ public final class ManagerMeters implements RemoteLayerMetrics {
     cacheCounter("flatpull.page.cache.evictions", null, c, CacheStats::evictions);
     cacheCounter("flatpull.page.cache.disk.write.failures", null, c, CacheStats::diskWriteFailures);
     cacheCounter("flatpull.page.cache.write.behind.waits", null, c, CacheStats::writeBehindWaits);
+    cacheCounter("flatpull.page.cache.disk.writes.skipped", null, c, CacheStats::diskWritesSkipped);
     Gauge.builder("flatpull.page.cache.disk", c, s -> s.get().diskBytes()).baseUnit("bytes")
         .description("Bytes in the page cache's disk tier").register(registry);
     Gauge.builder("flatpull.page.cache.disk.entries", c, s -> s.get().diskEntries())

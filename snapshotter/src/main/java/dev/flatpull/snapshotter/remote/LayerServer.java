@@ -89,13 +89,21 @@ public final class LayerServer implements AutoCloseable {
           Executors.newSingleThreadScheduledExecutor(daemon("flatpull-timer")));
     }
 
+    /**
+     * Interrupts every task and waits (a few seconds at most) until they have stopped, so that none still runs when
+     * the cache and the registry clients it uses are closed (a runtime-image lookup did, at a refused mount's exit).
+     */
     void shutdown() {
-      timer.shutdownNow();
-      landing.shutdownNow();
-      prefetch.shutdownNow();
-      loaders.shutdownNow();
-      tocs.shutdownNow();
-      decoders.shutdownNow();
+      List<ExecutorService> all = List.of(timer, landing, prefetch, loaders, tocs, decoders);
+      all.forEach(ExecutorService::shutdownNow);
+      long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(5);
+      try {
+        for (ExecutorService e : all) {
+          e.awaitTermination(Math.max(0, deadline - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
     }
   }
 
