@@ -38,7 +38,7 @@ public record RegistrySettings(
           16,
           Duration.ofSeconds(10),
           Duration.ofSeconds(30),
-          5,
+          7,
           Duration.ofMillis(200),
           Duration.ofSeconds(10),
           64 * 1024);

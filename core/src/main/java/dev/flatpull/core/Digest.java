@@ -2,6 +2,7 @@ package dev.flatpull.core;
 
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.Objects;
 
@@ -9,10 +10,21 @@ import java.util.Objects;
  * A content digest in the OCI form {@code algorithm:hex}, e.g. {@code sha256:e3b0...}.
  *
  * <p>Only {@code sha256} and {@code sha512} are accepted: they are the algorithms the OCI image spec registers, and a
- * digest of any other algorithm could not be verified. Instances are immutable and validated at construction.
+ * digest of any other algorithm could not be verified. Instances are immutable and validated at construction; equal
+ * when algorithm and bytes are.
  */
-public record Digest(String algorithm, String hex) {
-  public Digest {
+public final class Digest {
+  // Kept as bytes, not hex text: a layer's index holds a digest per chunk, and a million of them as strings cost
+  // 56 bytes each more (see docs/benchmarks.md, index memory).
+  private final String algorithm;
+  private final byte[] bytes;
+  private final int hash;
+
+  /**
+   * @param algorithm {@code sha256} or {@code sha512}
+   * @param hex the digest in lower-case hex, of the algorithm's length
+   */
+  public Digest(String algorithm, String hex) {
     Objects.requireNonNull(algorithm, "algorithm");
     Objects.requireNonNull(hex, "hex");
     int length =
@@ -24,6 +36,34 @@ public record Digest(String algorithm, String hex) {
     if (!isLowerHex(hex, length)) {
       throw new IllegalArgumentException("malformed " + algorithm + " digest hex '" + hex + "'");
     }
+    this.algorithm = length == 64 ? "sha256" : "sha512";
+    this.bytes = HexFormat.of().parseHex(hex);
+    this.hash = Arrays.hashCode(bytes) * 31 + length;
+  }
+
+  private Digest(String algorithm, byte[] bytes) {
+    this.algorithm = algorithm;
+    this.bytes = bytes;
+    this.hash = Arrays.hashCode(bytes) * 31 + bytes.length * 2;
+  }
+
+  public String algorithm() {
+    return algorithm;
+  }
+
+  /** The digest in lower-case hex (made on each call). */
+  public String hex() {
+    return HexFormat.of().formatHex(bytes);
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof Digest d && d.hash == hash && d.algorithm.equals(algorithm) && Arrays.equals(d.bytes, bytes);
+  }
+
+  @Override
+  public int hashCode() {
+    return hash;
   }
 
   // A loop, not a regex: TOCs carry a digest per chunk, and parsing them is on the cold-start path.
@@ -81,7 +121,16 @@ public record Digest(String algorithm, String hex) {
 
   /** Completes {@code md} (which the caller must not use again) into a digest of the given algorithm. */
   public static Digest of(String algorithm, MessageDigest md) {
-    return new Digest(algorithm, HexFormat.of().formatHex(md.digest()));
+    byte[] b = md.digest();
+    String a = switch (algorithm) {
+      case "sha256" -> "sha256";
+      case "sha512" -> "sha512";
+      default -> throw new IllegalArgumentException("unsupported digest algorithm '" + algorithm + "'");
+    };
+    if (b.length * 2 != (a.equals("sha256") ? 64 : 128)) {
+      throw new IllegalArgumentException(algorithm + " digest of " + b.length + " bytes");
+    }
+    return new Digest(a, b);
   }
 
   /** A fresh {@link MessageDigest} of this digest's algorithm, to check content against it. */
@@ -111,11 +160,11 @@ public record Digest(String algorithm, String hex) {
 
   /** The first 12 hex digits, for log lines and directory names that humans read. */
   public String shortHex() {
-    return hex.substring(0, 12);
+    return HexFormat.of().formatHex(bytes, 0, 6);
   }
 
   @Override
   public String toString() {
-    return algorithm + ":" + hex;
+    return algorithm + ":" + hex();
   }
 }

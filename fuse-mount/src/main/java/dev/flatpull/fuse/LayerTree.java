@@ -47,7 +47,9 @@ public final class LayerTree {
     public final int devMinor;
     public final Map<String, byte[]> xattrs;
     public final LayerEntry content;
-    final List<String> children = new ArrayList<>();
+    // Paths of a directory's entries (the index's own strings: a name per entry would cost a string per entry), null
+    // for every other kind.
+    final List<String> childPaths;
     int links = 1;
 
     Node(long ino, Kind kind, int mode, int uid, int gid, long size, Instant modTime, String symlinkTarget,
@@ -64,11 +66,26 @@ public final class LayerTree {
       this.devMinor = devMinor;
       this.xattrs = xattrs;
       this.content = content;
+      this.childPaths = kind == Kind.DIR ? new ArrayList<>() : null;
     }
 
     /** Names of a directory's entries, in layer order. */
     public List<String> children() {
-      return children;
+      if (childPaths == null) {
+        return List.of();
+      }
+      return new java.util.AbstractList<>() {
+        @Override
+        public String get(int i) {
+          String p = childPaths.get(i);
+          return p.substring(p.lastIndexOf('/') + 1);
+        }
+
+        @Override
+        public int size() {
+          return childPaths.size();
+        }
+      };
     }
 
     /** Hard-link count: names for a file, 2 plus subdirectories for a directory. */
@@ -92,12 +109,15 @@ public final class LayerTree {
       if (e.name().isEmpty()) {
         Node root = t.byPath.get("");
         Node replaced = t.dir(e.mode(), e.uid(), e.gid(), e.modTime(), e.xattrs());
-        replaced.children.addAll(root.children);
+        replaced.childPaths.addAll(root.childPaths);
         t.byPath.put("", replaced);
         continue;
       }
       if (e.isOpaqueMarker()) {
-        t.ensureDir(e.parent()).xattrs.put(OPAQUE_XATTR, "y".getBytes(StandardCharsets.US_ASCII));
+        Node dir = t.ensureDir(e.parent());
+        if (dir.kind == Kind.DIR) {
+          dir.xattrs.put(OPAQUE_XATTR, "y".getBytes(StandardCharsets.US_ASCII));
+        }
         continue;
       }
       if (e.type() == EntryType.HARDLINK) {
@@ -123,7 +143,7 @@ public final class LayerTree {
       Node existing = t.byPath.get(e.name());
       if (n.kind == Kind.DIR && existing != null && existing.kind == Kind.DIR) {
         // A directory listed after its children (or twice): keep the children, take the attributes.
-        n.children.addAll(existing.children);
+        n.childPaths.addAll(existing.childPaths);
       }
       t.add(e.name(), n);
     }
@@ -146,8 +166,8 @@ public final class LayerTree {
         continue;
       }
       int subdirs = 0;
-      for (String child : n.children) {
-        Node c = byPath.get(e.getKey().isEmpty() ? child : e.getKey() + "/" + child);
+      for (String child : n.childPaths) {
+        Node c = byPath.get(child);
         if (c != null && c.kind == Kind.DIR) {
           subdirs++;
         }
@@ -165,7 +185,9 @@ public final class LayerTree {
     if (kind == Kind.REG) {
       totalBytes += size;
     }
-    return new Node(nextIno++, kind, mode, uid, gid, size, modTime, target, major, minor, new LinkedHashMap<>(xattrs), content);
+    // Directories may gain the opaque marker's xattr; every other node keeps the index's (immutable) map.
+    return new Node(nextIno++, kind, mode, uid, gid, size, modTime, target, major, minor,
+        kind == Kind.DIR ? new LinkedHashMap<>(xattrs) : xattrs, content);
   }
 
   /**
@@ -187,7 +209,7 @@ public final class LayerTree {
     for (String m : missing) {
       Node d = dir(0755, 0, 0, Instant.EPOCH, Map.of());
       byPath.put(m, d);
-      n.children.add(m.substring(m.lastIndexOf('/') + 1));
+      n.childPaths.add(m);
       n = d;
     }
     return n;
@@ -196,10 +218,9 @@ public final class LayerTree {
   private void add(String path, Node n) {
     int slash = path.lastIndexOf('/');
     String parent = slash < 0 ? "" : path.substring(0, slash);
-    String name = slash < 0 ? path : path.substring(slash + 1);
     Node dir = ensureDir(parent);
-    if (byPath.put(path, n) == null) {
-      dir.children.add(name);
+    if (byPath.put(path, n) == null && dir.childPaths != null) {
+      dir.childPaths.add(path);
     }
   }
 

@@ -54,6 +54,21 @@ public final class FlatpullDaemon implements AutoCloseable {
    */
   public static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables)
       throws IOException, InterruptedException {
+    return start(snapshotterToml, defaultFetching, tables, """
+        max_attempts = 2
+        initial_backoff = "50ms"
+        max_backoff = "200ms"
+        connect_timeout = "2s"
+        read_timeout = "10s"
+        """);
+  }
+
+  /**
+   * Like {@link #start(String, boolean, String)}, with {@code registryToml} for the {@code [registry]} table's retries
+   * and timeouts instead of the harness's short ones (empty: flatpull's defaults).
+   */
+  public static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables,
+      String registryToml) throws IOException, InterruptedException {
     Processes.requireFuse();
     Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "fp-");
     Path socket = dir.resolve("flatpull.sock");
@@ -63,18 +78,14 @@ public final class FlatpullDaemon implements AutoCloseable {
         root = "%s"
         [registry]
         plain_http = true
-        max_attempts = 2
-        initial_backoff = "50ms"
-        max_backoff = "200ms"
-        connect_timeout = "2s"
-        read_timeout = "10s"
+        %s
         [snapshotter]
         socket = "%s"
         fuse_manager_socket = "%s"
         %s
         %s
         %s
-        """.formatted(dir.resolve("root"), socket, managerSocket, defaultFetching ? "" : "background_fetch = false",
+        """.formatted(dir.resolve("root"), registryToml, socket, managerSocket, defaultFetching ? "" : "background_fetch = false",
         snapshotterToml, tables));
     FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
     d.start();

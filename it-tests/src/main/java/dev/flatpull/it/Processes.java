@@ -67,10 +67,18 @@ public final class Processes {
 
   /** Runs a command to completion (at most {@code timeoutSeconds}), capturing its output. */
   public static Result run(List<String> command, long timeoutSeconds) throws IOException, InterruptedException {
+    return run(command, timeoutSeconds, java.util.Map.of());
+  }
+
+  /** Like {@link #run(List, long)}, with {@code env} added to this process's environment. */
+  public static Result run(List<String> command, long timeoutSeconds, java.util.Map<String, String> env)
+      throws IOException, InterruptedException {
     Path out = Files.createTempFile("flatpull-it", ".out");
     Path err = Files.createTempFile("flatpull-it", ".err");
     try {
-      Process p = new ProcessBuilder(command).redirectOutput(out.toFile()).redirectError(err.toFile()).start();
+      ProcessBuilder pb = new ProcessBuilder(command).redirectOutput(out.toFile()).redirectError(err.toFile());
+      pb.environment().putAll(env);
+      Process p = pb.start();
       if (!p.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
         p.destroyForcibly();
         throw new IOException(String.join(" ", command) + " did not finish in " + timeoutSeconds + " s");

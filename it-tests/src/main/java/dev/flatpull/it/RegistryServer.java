@@ -7,24 +7,48 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import org.testcontainers.containers.GenericContainer;
+import org.testcontainers.containers.wait.strategy.Wait;
+import org.testcontainers.utility.DockerImageName;
 
 /**
- * A real CNCF distribution registry ({@code docker-registry serve}) on 127.0.0.1 with its own storage, started by the
- * tests and stopped by them. One per test class.
+ * A real CNCF distribution registry on 127.0.0.1 with its own storage, started by the tests and stopped by them. One
+ * per test class. The integration tests run it under Testcontainers (system property
+ * {@code flatpull.registry=container}, set by it-tests' failsafe configuration): a container of a locally built image
+ * (see {@link Podman}) whose port is published on the host's loopback. The demo and the benchmarks run Debian's
+ * {@code docker-registry serve} as a plain process, so that they need no container engine and no port forwarding
+ * sits in the measured path.
  */
 public final class RegistryServer implements AutoCloseable {
   private final Process process;
+  private final GenericContainer<?> container;
   private final Path dir;
   private final int port;
 
-  private RegistryServer(Process process, Path dir, int port) {
+  private RegistryServer(Process process, GenericContainer<?> container, Path dir, int port) {
     this.process = process;
+    this.container = container;
     this.dir = dir;
     this.port = port;
   }
 
   /** Starts a registry and waits until {@code /v2/} answers. Skips (or fails under CI) without the program. */
   public static RegistryServer start() throws IOException, InterruptedException {
+    return "container".equals(System.getProperty("flatpull.registry")) ? startContainer() : startProcess();
+  }
+
+  private static RegistryServer startContainer() throws IOException, InterruptedException {
+    Podman.ensureRunning();
+    GenericContainer<?> c = new GenericContainer<>(DockerImageName.parse(Podman.REGISTRY_IMAGE))
+        .withExposedPorts(5000)
+        .waitingFor(Wait.forHttp("/v2/").forStatusCode(200).withStartupTimeout(Duration.ofSeconds(60)));
+    c.start();
+    RegistryServer server = new RegistryServer(null, c, null, c.getMappedPort(5000));
+    server.awaitReady(Duration.ofSeconds(30));
+    return server;
+  }
+
+  private static RegistryServer startProcess() throws IOException, InterruptedException {
     Path program = Processes.require("docker-registry");
     Path dir = Files.createTempDirectory("flatpull-registry");
     int port = Processes.freePort();
@@ -43,17 +67,24 @@ public final class RegistryServer implements AutoCloseable {
         """.formatted(dir.resolve("data"), port));
     Process p = new ProcessBuilder(program.toString(), "serve", config.toString())
         .redirectErrorStream(true).redirectOutput(dir.resolve("registry.log").toFile()).start();
-    RegistryServer server = new RegistryServer(p, dir, port);
+    RegistryServer server = new RegistryServer(p, null, dir, port);
     server.awaitReady(Duration.ofSeconds(30));
     return server;
   }
 
+  /** Whether this registry runs under Testcontainers. */
+  public boolean inContainer() {
+    return container != null;
+  }
 
   private void awaitReady(Duration timeout) throws IOException, InterruptedException {
     Instant deadline = Instant.now().plus(timeout);
     while (Instant.now().isBefore(deadline)) {
-      if (!process.isAlive()) {
+      if (process != null && !process.isAlive()) {
         throw new IOException("registry exited: " + Files.readString(dir.resolve("registry.log")));
+      }
+      if (container != null && !container.isRunning()) {
+        throw new IOException("registry container exited: " + container.getLogs());
       }
       try {
         HttpURLConnection c = (HttpURLConnection) URI.create("http://" + address() + "/v2/").toURL().openConnection();
@@ -76,6 +107,10 @@ public final class RegistryServer implements AutoCloseable {
 
   @Override
   public void close() throws IOException {
+    if (container != null) {
+      container.stop();
+      return;
+    }
     Processes.stop(process);
     Processes.deleteTree(dir);
   }

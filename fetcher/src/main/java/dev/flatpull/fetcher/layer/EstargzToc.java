@@ -69,13 +69,10 @@ public final class EstargzToc {
       System.arraycopy(head, 0, compressed, 0, head.length);
       System.arraycopy(tail, 0, compressed, head.length, (int) (tocEnd - windowStart));
     }
-    byte[] json = extractToc(compressed, name, limits);
-    Digest actual = expected.recompute(json, 0, json.length);
-    if (!actual.equals(expected)) {
-      throw new DigestMismatchException(name + " TOC", expected, actual);
-    }
-    return TocParser.parse(
-        json, name, LayerFormat.ESTARGZ, layer.digest(), Optional.of(expected), ChunkCompression.GZIP, tocOffset, limits);
+    byte[] tocMember = compressed;
+    // Streamed, twice: a TOC of a million entries is hundreds of MiB of JSON, and its gzip member a few.
+    return TocParser.parse(() -> openToc(tocMember, name, limits), Optional.of(expected), name, LayerFormat.ESTARGZ,
+        layer.digest(), Optional.of(expected), ChunkCompression.GZIP, tocOffset, limits);
   }
 
   private static long offsetOrMinusOne(String text) {
@@ -144,22 +141,71 @@ public final class EstargzToc {
     return f;
   }
 
-  private static byte[] extractToc(byte[] compressed, String name, FetchLimits limits) throws IOException {
-    try (InputStream in =
-        new BoundedInputStream(
-            new GZIPInputStream(new ByteArrayInputStream(compressed), 64 * 1024), name + ": TOC", limits.maxTocBytes() + 4096)) {
+  /** The TOC's JSON, decompressed as it is read; gzip and tar errors become layer-format errors naming the layer. */
+  private static InputStream openToc(byte[] compressed, String name, FetchLimits limits) throws IOException {
+    InputStream in = null;
+    try {
+      in = new BoundedInputStream(new GZIPInputStream(new ByteArrayInputStream(compressed), 64 * 1024),
+          name + ": TOC", limits.maxTocBytes() + 4096);
       TarReader tar = new TarReader(in);
       TarHeader h;
       while ((h = tar.next()) != null) {
         if (h.name().equals(TOC_NAME) || h.name().equals("./" + TOC_NAME)) {
-          return tar.data().readAllBytes();
+          return new TocStream(tar.data(), in, name);
         }
       }
-    } catch (java.util.zip.ZipException | java.io.EOFException e) {
-      throw new LayerFormatException(name + ": TOC is not a valid gzip member: " + e.getMessage(), e);
-    } catch (TarReader.TarFormatException e) {
-      throw new LayerFormatException(name + ": TOC tar: " + e.getMessage(), e);
+    } catch (IOException e) {
+      if (in != null) {
+        in.close();
+      }
+      throw TocStream.mapped(e, name);
     }
+    in.close();
     throw new LayerFormatException(name + ": TOC member has no " + TOC_NAME + " entry");
+  }
+
+  /** The TOC entry's data, closing the whole member when done and naming gzip and tar failures. */
+  private static final class TocStream extends java.io.FilterInputStream {
+    private final InputStream member;
+    private final String name;
+
+    TocStream(InputStream data, InputStream member, String name) {
+      super(data);
+      this.member = member;
+      this.name = name;
+    }
+
+    static IOException mapped(IOException e, String name) {
+      if (e instanceof java.util.zip.ZipException || e instanceof java.io.EOFException) {
+        return new LayerFormatException(name + ": TOC is not a valid gzip member: " + e.getMessage(), e);
+      }
+      if (e instanceof TarReader.TarFormatException) {
+        return new LayerFormatException(name + ": TOC tar: " + e.getMessage(), e);
+      }
+      return e;
+    }
+
+    @Override
+    public int read() throws IOException {
+      try {
+        return super.read();
+      } catch (IOException e) {
+        throw mapped(e, name);
+      }
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) throws IOException {
+      try {
+        return super.read(b, off, len);
+      } catch (IOException e) {
+        throw mapped(e, name);
+      }
+    }
+
+    @Override
+    public void close() throws IOException {
+      member.close();
+    }
   }
 }

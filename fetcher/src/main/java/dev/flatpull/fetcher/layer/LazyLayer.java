@@ -130,7 +130,26 @@ public final class LazyLayer {
     return fetch("a prefetched file", needed);
   }
 
+  /**
+   * Fetches of one read, when the bytes that arrived do not decompress or do not verify: a registry, proxy or network
+   * that garbled a response once should cost a request, not an EIO. A layer whose bytes are wrong for good fails after
+   * the last.
+   */
+  static final int CORRUPT_ATTEMPTS = 3;
+
   private Map<LayerChunk, VerifiedContent> fetch(String owner, List<LayerChunk> needed) throws IOException {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return fetchOnce(owner, needed);
+      } catch (DigestMismatchException | LayerFormatException corrupt) {
+        if (attempt >= CORRUPT_ATTEMPTS) {
+          throw corrupt;
+        }
+      }
+    }
+  }
+
+  private Map<LayerChunk, VerifiedContent> fetchOnce(String owner, List<LayerChunk> needed) throws IOException {
     Map<LayerChunk, CompletableFuture<VerifiedContent>> futures = new LinkedHashMap<>();
     List<LayerChunk> mine = new ArrayList<>();
     for (LayerChunk c : needed) {

@@ -1,14 +1,16 @@
 package dev.flatpull.fetcher.layer;
 
-import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
-import com.fasterxml.jackson.databind.DeserializationFeature;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.ObjectReader;
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.SizeLimitExceededException;
+import dev.flatpull.core.DigestMismatchException;
 import java.io.IOException;
+import java.io.InputStream;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.time.format.DateTimeParseException;
@@ -19,120 +21,312 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.TreeSet;
 
 /**
  * Turns the JSON TOC shared by eStargz and zstd:chunked ({@code {"version":1,"entries":[...]}}) into a
  * {@link LayerIndex}, validating everything a reader relies on: names (no absolute paths, no {@code ..}), types,
  * sizes and limits, chunk coverage (contiguous, summing to the file size, each with a digest), stored ranges inside
  * the blob's data area and not overlapping, hard-link targets.
+ *
+ * <p>Streams the JSON twice (Jackson's token parser), never holding a tree or an object per entry beyond the index it
+ * builds: the first pass reads the version, counts the entries against the limit and gathers where stored chunks
+ * start (an eStargz chunk ends where the next begins); the second builds each entry as it passes. A TOC of a million
+ * entries would otherwise cost a parsed object per entry on top of the index (see docs/benchmarks.md).
  */
 final class TocParser {
-  private static final ObjectReader READER =
-      new ObjectMapper()
-          .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false)
-          .readerFor(TocJson.class);
+  private static final JsonFactory JSON = new JsonFactory();
 
-  /** The TOC document; public fields for Jackson. */
-  @JsonIgnoreProperties(ignoreUnknown = true)
-  static final class TocJson {
-    public Integer version;
-    public List<EntryJson> entries;
-  }
-
-  /** One TOC entry as written; fields absent from the JSON stay null. */
-  @JsonIgnoreProperties(ignoreUnknown = true)
+  /** One TOC entry as written, refilled for every entry; fields absent from the JSON stay null. */
   static final class EntryJson {
-    public String name;
-    public String type;
-    public Long size;
-    public String modtime;
-    public String linkName;
-    public Long mode;
-    public Long uid;
-    public Long gid;
-    public String userName;
-    public String groupName;
-    public Long devMajor;
-    public Long devMinor;
-    public Map<String, String> xattrs;
-    public String digest;
-    public Long offset;
-    public Long endOffset;
-    public Long chunkOffset;
-    public Long chunkSize;
-    public String chunkDigest;
-    public Long innerOffset;
-    public String chunkType;
+    String name;
+    String type;
+    Long size;
+    String modtime;
+    String linkName;
+    Long mode;
+    Long uid;
+    Long gid;
+    String userName;
+    String groupName;
+    Long devMajor;
+    Long devMinor;
+    Map<String, String> xattrs;
+    String digest;
+    Long offset;
+    Long endOffset;
+    Long chunkOffset;
+    Long chunkSize;
+    String chunkDigest;
+    Long innerOffset;
+    String chunkType;
+
+    void clear() {
+      name = type = modtime = linkName = userName = groupName = digest = chunkDigest = chunkType = null;
+      size = mode = uid = gid = devMajor = devMinor = offset = endOffset = chunkOffset = chunkSize = innerOffset = null;
+      xattrs = null;
+    }
+
+    boolean isStoredChunk() {
+      return offset != null && ("reg".equals(type) || "chunk".equals(type)) && !"zeros".equals(chunkType);
+    }
   }
 
   private TocParser() {}
 
+  /** What the first pass learns. */
+  private static final class Survey {
+    Integer version;
+    boolean hasEntries;
+    int entries;
+    boolean explicitEnds;
+    boolean implicitEnds;
+    long[] starts = new long[1024];
+    int startCount;
+
+    void start(long offset) {
+      if (startCount == starts.length) {
+        starts = java.util.Arrays.copyOf(starts, starts.length * 2);
+      }
+      starts[startCount++] = offset;
+    }
+  }
+
+  /** Reads one entry object (the parser is on its START_OBJECT) into {@code e}. */
+  private static void readEntry(JsonParser p, EntryJson e, String where) throws IOException {
+    e.clear();
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      String field = p.currentName();
+      JsonToken t = p.nextToken();
+      switch (field) {
+        case "name" -> e.name = text(p, t, where, field);
+        case "type" -> e.type = text(p, t, where, field);
+        case "size" -> e.size = number(p, t, where, field);
+        case "modtime" -> e.modtime = text(p, t, where, field);
+        case "linkName" -> e.linkName = text(p, t, where, field);
+        case "mode" -> e.mode = number(p, t, where, field);
+        case "uid" -> e.uid = number(p, t, where, field);
+        case "gid" -> e.gid = number(p, t, where, field);
+        case "userName" -> e.userName = text(p, t, where, field);
+        case "groupName" -> e.groupName = text(p, t, where, field);
+        case "devMajor" -> e.devMajor = number(p, t, where, field);
+        case "devMinor" -> e.devMinor = number(p, t, where, field);
+        case "digest" -> e.digest = text(p, t, where, field);
+        case "offset" -> e.offset = number(p, t, where, field);
+        case "endOffset" -> e.endOffset = number(p, t, where, field);
+        case "chunkOffset" -> e.chunkOffset = number(p, t, where, field);
+        case "chunkSize" -> e.chunkSize = number(p, t, where, field);
+        case "chunkDigest" -> e.chunkDigest = text(p, t, where, field);
+        case "innerOffset" -> e.innerOffset = number(p, t, where, field);
+        case "chunkType" -> e.chunkType = text(p, t, where, field);
+        case "xattrs" -> e.xattrs = xattrs(p, t, where);
+        default -> p.skipChildren();
+      }
+    }
+  }
+
+  private static String text(JsonParser p, JsonToken t, String where, String field) throws IOException {
+    if (t == JsonToken.VALUE_NULL) {
+      return null;
+    }
+    if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
+      throw new LayerFormatException(where + ": field '" + field + "' is not a string");
+    }
+    return p.getValueAsString();
+  }
+
+  private static Long number(JsonParser p, JsonToken t, String where, String field) throws IOException {
+    if (t == JsonToken.VALUE_NULL) {
+      return null;
+    }
+    if (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT) {
+      return p.getValueAsLong();
+    }
+    if (t == JsonToken.VALUE_STRING) {
+      try {
+        return Long.parseLong(p.getText().trim());
+      } catch (NumberFormatException ex) {
+        throw new LayerFormatException(where + ": field '" + field + "' is not a number: '" + p.getText() + "'");
+      }
+    }
+    throw new LayerFormatException(where + ": field '" + field + "' is not a number");
+  }
+
+  private static Map<String, String> xattrs(JsonParser p, JsonToken t, String where) throws IOException {
+    if (t == JsonToken.VALUE_NULL) {
+      return null;
+    }
+    if (t != JsonToken.START_OBJECT) {
+      throw new LayerFormatException(where + ": field 'xattrs' is not an object");
+    }
+    Map<String, String> m = new LinkedHashMap<>();
+    while (p.nextToken() == JsonToken.FIELD_NAME) {
+      String k = p.currentName();
+      m.put(k, text(p, p.nextToken(), where, "xattrs." + k));
+    }
+    return m;
+  }
+
+  /** The interface both passes see: each entry in turn, with its index. */
+  private interface EntryVisitor {
+    void visit(int i, EntryJson e) throws IOException;
+  }
+
+  /**
+   * Streams the document: {@code top} sees the version, {@code visitor} each entry. Malformed JSON becomes a
+   * {@link LayerFormatException}; {@code visitor}'s own exceptions pass through.
+   */
+  private static void stream(InputStream json, String layer, Survey top, EntryVisitor visitor, long maxEntries)
+      throws IOException {
+    try (JsonParser p = JSON.createParser(json)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        throw new LayerFormatException(layer + ": TOC version is null, expected 1");
+      }
+      EntryJson e = new EntryJson();
+      while (p.nextToken() == JsonToken.FIELD_NAME) {
+        String field = p.currentName();
+        JsonToken t = p.nextToken();
+        if (field.equals("version")) {
+          if (top != null) {
+            top.version = t == JsonToken.VALUE_NUMBER_INT ? Integer.valueOf(p.getIntValue())
+                : t == JsonToken.VALUE_NULL ? null : Integer.valueOf(-1);
+          }
+          p.skipChildren();
+        } else if (field.equals("entries")) {
+          if (t == JsonToken.VALUE_NULL) {
+            continue;
+          }
+          if (t != JsonToken.START_ARRAY) {
+            throw new LayerFormatException(layer + ": TOC entries is not an array");
+          }
+          if (top != null) {
+            top.hasEntries = true;
+          }
+          int i = 0;
+          JsonToken next;
+          while ((next = p.nextToken()) != JsonToken.END_ARRAY) {
+            String where = layer + ": TOC entry " + i;
+            if (next == JsonToken.VALUE_NULL) {
+              throw new LayerFormatException(where + " has no type");
+            }
+            if (next != JsonToken.START_OBJECT) {
+              throw new LayerFormatException(where + " is not an object");
+            }
+            if (i >= maxEntries) {
+              throw new SizeLimitExceededException(layer + ": TOC entry count " + (i + 1) + "+", maxEntries);
+            }
+            readEntry(p, e, where);
+            visitor.visit(i, e);
+            i++;
+          }
+          if (top != null) {
+            top.entries = i;
+          }
+        } else {
+          p.skipChildren();
+        }
+      }
+      if (p.currentToken() != JsonToken.END_OBJECT) {
+        throw new LayerFormatException(layer + ": TOC is not valid JSON: unexpected end of the document");
+      }
+    } catch (JsonProcessingException ex) {
+      throw new LayerFormatException(
+          layer + ": TOC is not valid JSON: " + ex.getOriginalMessage().lines().findFirst().orElse(""), ex);
+    }
+  }
+
+  /** Opens the TOC's JSON afresh for each pass: decompressing it twice costs less than holding it whole. */
+  interface JsonSource {
+    InputStream open() throws IOException;
+  }
+
+  /** Parses and validates a TOC held in memory (already verified). */
+  static LayerIndex parse(
+      byte[] json, String layer, LayerFormat format, Digest blob, Optional<Digest> tocDigest,
+      ChunkCompression compression, long dataEnd, FetchLimits limits) throws IOException {
+    return parse(() -> new java.io.ByteArrayInputStream(json), Optional.empty(), layer, format, blob, tocDigest,
+        compression, dataEnd, limits);
+  }
+
   /**
    * Parses and validates a TOC.
    *
+   * @param verify the digest the JSON must have: checked over every byte of the first pass, before the second builds
+   *     anything from them (a TOC that is both malformed and of the wrong digest is refused for its digest)
    * @param layer names the layer in error messages
    * @param dataEnd where the stored file data ends in the blob (eStargz: the TOC offset); every chunk lies before it
    */
   static LayerIndex parse(
-      byte[] json, String layer, LayerFormat format, Digest blob, Optional<Digest> tocDigest,
-      ChunkCompression compression, long dataEnd, FetchLimits limits) throws IOException {
-    TocJson toc;
-    try {
-      toc = READER.readValue(json);
-    } catch (IOException e) {
-      throw new LayerFormatException(layer + ": TOC is not valid JSON: " + e.getMessage().lines().findFirst().orElse(""), e);
-    }
-    if (toc == null || toc.version == null || toc.version != 1) {
-      throw new LayerFormatException(layer + ": TOC version is " + (toc == null ? null : toc.version) + ", expected 1");
-    }
-    if (toc.entries == null) {
-      throw new LayerFormatException(layer + ": TOC has no entries array");
-    }
-    if (toc.entries.size() > limits.maxTocEntries()) {
-      throw new SizeLimitExceededException(layer + ": TOC entry count " + toc.entries.size(), limits.maxTocEntries());
-    }
-
+      JsonSource json, Optional<Digest> verify, String layer, LayerFormat format, Digest blob,
+      Optional<Digest> tocDigest, ChunkCompression compression, long dataEnd, FetchLimits limits) throws IOException {
+    Survey survey = new Survey();
     // containers/storage's zstd:chunked gives every stored chunk an endOffset; eStargz (and stargz's zstd:chunked) do
     // not, and a chunk then ends where the next one starts. A mix cannot be read safely.
-    boolean explicitEnds = false;
-    boolean implicitEnds = false;
-    for (EntryJson e : toc.entries) {
-      if (e != null && e.offset != null && ("reg".equals(e.type) || "chunk".equals(e.type)) && !"zeros".equals(e.chunkType)) {
-        explicitEnds |= e.endOffset != null;
-        implicitEnds |= e.endOffset == null;
+    EntryVisitor surveyor = (i, e) -> {
+      if (e.isStoredChunk()) {
+        survey.explicitEnds |= e.endOffset != null;
+        survey.implicitEnds |= e.endOffset == null;
       }
-    }
-    if (explicitEnds && implicitEnds) {
-      throw new LayerFormatException(layer + ": TOC gives endOffset for some chunks but not for others");
-    }
-    TreeSet<Long> starts = new TreeSet<>();
-    if (!explicitEnds) {
-      for (EntryJson e : toc.entries) {
-        if (e.offset != null && ("reg".equals(e.type) || "chunk".equals(e.type)) && e.offset > 0) {
-          starts.add(e.offset);
+      if (e.offset != null && ("reg".equals(e.type) || "chunk".equals(e.type)) && e.offset > 0) {
+        survey.start(e.offset);
+      }
+    };
+    try (InputStream raw = json.open()) {
+      java.security.MessageDigest md = verify.map(Digest::newMessageDigest).orElse(null);
+      InputStream in = md == null ? raw : new java.security.DigestInputStream(raw, md);
+      LayerFormatException malformed = null;
+      try {
+        stream(in, layer, survey, surveyor, limits.maxTocEntries());
+      } catch (LayerFormatException e) {
+        malformed = e;
+      }
+      if (md != null) {
+        in.transferTo(java.io.OutputStream.nullOutputStream());
+        Digest actual = Digest.of(verify.get().algorithm(), md);
+        if (!actual.equals(verify.get())) {
+          throw new DigestMismatchException(layer + " TOC", verify.get(), actual);
         }
       }
+      if (malformed != null) {
+        throw malformed;
+      }
     }
+    if (survey.version == null || survey.version != 1) {
+      throw new LayerFormatException(layer + ": TOC version is " + survey.version + ", expected 1");
+    }
+    if (!survey.hasEntries) {
+      throw new LayerFormatException(layer + ": TOC has no entries array");
+    }
+    if (survey.explicitEnds && survey.implicitEnds) {
+      throw new LayerFormatException(layer + ": TOC gives endOffset for some chunks but not for others");
+    }
+    boolean explicitEnds = survey.explicitEnds;
+    long[] starts = java.util.Arrays.copyOf(survey.starts, survey.startCount);
+    java.util.Arrays.sort(starts);
+    survey.starts = null;
 
-    List<Builder> builders = new ArrayList<>();
-    Map<String, Builder> byName = new HashMap<>();
+    Interner strings = new Interner();
+    List<LayerEntry> entries = new ArrayList<>(survey.entries);
+    List<LayerEntry> hardLinks = new ArrayList<>();
+    List<ByteRange> stored = new ArrayList<>();
     List<String> order = new ArrayList<>();
-    int landmarkAt = -1;
-    Builder current = null;
-    for (int i = 0; i < toc.entries.size(); i++) {
-      EntryJson e = toc.entries.get(i);
+    int[] landmarkAt = {-1};
+    Builder[] current = {null};
+    EntryVisitor builder = (i, e) -> {
       String where = layer + ": TOC entry " + i;
-      if (e == null || e.type == null) {
+      if (e.type == null) {
         throw new LayerFormatException(where + " has no type");
       }
       String name = EntryNames.clean(e.name, where);
       if ("chunk".equals(e.type)) {
-        if (current == null || !current.name.equals(name)) {
+        if (current[0] == null || !current[0].name.equals(name)) {
           throw new LayerFormatException(where + ": chunk of '" + name + "' does not follow its regular file");
         }
-        current.addChunk(e, where, starts, dataEnd, explicitEnds, limits);
-        continue;
+        current[0].addChunk(e, where, starts, dataEnd, explicitEnds, limits, strings);
+        return;
+      }
+      if (current[0] != null) {
+        add(current[0].build(layer), entries, hardLinks, stored);
+        current[0] = null;
       }
       EntryType type = EntryType.fromToc(e.type);
       if (type == null) {
@@ -140,46 +334,99 @@ final class TocParser {
       }
       if (type == EntryType.REG && (name.equals(LayerIndex.PREFETCH_LANDMARK) || name.equals(LayerIndex.NO_PREFETCH_LANDMARK))) {
         if (name.equals(LayerIndex.PREFETCH_LANDMARK)) {
-          landmarkAt = order.size();
+          landmarkAt[0] = order.size();
         }
-        current = null;
-        continue;
+        return;
       }
-      Builder b = new Builder(name, type, e, where);
+      Builder b = new Builder(name, type, e, where, strings);
       if (type == EntryType.REG) {
         if (b.size > 0) {
-          b.addChunk(e, where, starts, dataEnd, explicitEnds, limits);
+          b.addChunk(e, where, starts, dataEnd, explicitEnds, limits, strings);
         }
-        current = b;
+        current[0] = b;
         order.add(name);
       } else {
-        current = null;
+        add(b.build(layer), entries, hardLinks, stored);
       }
-      builders.add(b);
-      byName.put(name, b);
+    };
+    try (InputStream in = json.open()) {
+      stream(in, layer, null, builder, limits.maxTocEntries());
     }
-
-    List<LayerEntry> entries = new ArrayList<>(builders.size());
-    List<ByteRange> stored = new ArrayList<>();
-    for (Builder b : builders) {
-      LayerEntry entry = b.build(layer, limits);
-      if (entry.type() == EntryType.HARDLINK) {
-        Builder target = byName.get(entry.linkName());
-        if (target == null || target.type == EntryType.HARDLINK || target.type == EntryType.DIR) {
+    if (current[0] != null) {
+      add(current[0].build(layer), entries, hardLinks, stored);
+    }
+    if (!hardLinks.isEmpty()) {
+      Map<String, EntryType> types = new HashMap<>();
+      for (LayerEntry x : entries) {
+        types.put(x.name(), x.type());
+      }
+      for (LayerEntry link : hardLinks) {
+        EntryType target = types.get(link.linkName());
+        if (target == null || target == EntryType.HARDLINK || target == EntryType.DIR) {
           throw new LayerFormatException(
-              layer + ": hard link '" + entry.name() + "' points at missing or invalid entry '" + entry.linkName() + "'");
+              layer + ": hard link '" + link.name() + "' points at missing or invalid entry '" + link.linkName() + "'");
         }
       }
-      for (LayerChunk c : entry.chunks()) {
-        if (!c.stored().isEmpty()) {
-          stored.add(c.stored());
-        }
-      }
-      entries.add(entry);
     }
     checkNoOverlap(stored, layer);
-    List<String> prioritized = landmarkAt < 0 ? List.of() : List.copyOf(order.subList(0, landmarkAt));
+    List<String> prioritized = landmarkAt[0] < 0 ? List.of() : List.copyOf(order.subList(0, landmarkAt[0]));
     return new LayerIndex(format, blob, tocDigest, compression, entries, prioritized);
+  }
+
+  private static void add(LayerEntry entry, List<LayerEntry> entries, List<LayerEntry> hardLinks,
+      List<ByteRange> stored) {
+    if (entry.type() == EntryType.HARDLINK) {
+      hardLinks.add(entry);
+    }
+    for (LayerChunk c : entry.chunks()) {
+      if (!c.stored().isEmpty()) {
+        stored.add(c.stored());
+      }
+    }
+    entries.add(entry);
+  }
+
+  /**
+   * One instance per distinct value while a TOC is parsed: owner names, modification times and digests repeat across
+   * entries (a file's digest is its only chunk's), and the index keeps every entry.
+   */
+  static final class Interner {
+    private final Map<String, String> texts = new HashMap<>();
+    private final Map<String, Digest> digests = new HashMap<>();
+    private final Map<String, Instant> times = new HashMap<>();
+
+    String text(String s) {
+      return s == null || s.isEmpty() ? "" : texts.computeIfAbsent(s, k -> k);
+    }
+
+    /** The digest of {@code text}; only the last few thousand are remembered (chunk digests are mostly unique). */
+    Digest digest(String text) {
+      Digest d = digests.get(text);
+      if (d == null) {
+        d = Digest.parse(text);
+        if (digests.size() > 4096) {
+          digests.clear();
+        }
+        digests.put(text, d);
+      }
+      return d;
+    }
+
+    Instant time(String text, String where) throws LayerFormatException {
+      Instant t = times.get(text);
+      if (t == null) {
+        try {
+          t = OffsetDateTime.parse(text).toInstant();
+        } catch (DateTimeParseException e) {
+          throw new LayerFormatException(where + ": modtime '" + text + "' is not RFC 3339", e);
+        }
+        if (times.size() > 4096) {
+          times.clear();
+        }
+        times.put(text, t);
+      }
+      return t;
+    }
   }
 
   /** Different stored chunks must not overlap; chunks sharing one stored range (eStargz inner offsets) may. */
@@ -194,44 +441,85 @@ final class TocParser {
     }
   }
 
-  private record LastTime(String text, Instant instant) {}
-
-  /** Parsing is single-threaded per call, but calls may run in parallel: a racy cache of an immutable value is safe. */
-  private static volatile LastTime lastTime;
-
+  /** One entry under construction: its own fields taken at once (the JSON holder is refilled), chunks as they come. */
   private static final class Builder {
     final String name;
     final EntryType type;
-    final EntryJson json;
     final long size;
     final List<LayerChunk> chunks = new ArrayList<>(1);
+    private final int mode;
+    private final int uid;
+    private final int gid;
+    private final String userName;
+    private final String groupName;
+    private final Instant modTime;
+    private final String link;
+    private final int devMajor;
+    private final int devMinor;
+    private final Map<String, byte[]> xattrs;
+    private final Optional<Digest> fileDigest;
+    private final String where;
 
-    Builder(String name, EntryType type, EntryJson json, String where) throws LayerFormatException {
+    Builder(String name, EntryType type, EntryJson json, String at, Interner strings) throws LayerFormatException {
       this.name = name;
       this.type = type;
-      this.json = json;
       this.size = json.size == null ? 0 : json.size;
       if (size < 0) {
-        throw new LayerFormatException(where + " ('" + name + "') has negative size " + size);
+        throw new LayerFormatException(at + " ('" + name + "') has negative size " + size);
       }
+      this.where = "'" + name + "'";
+      String w = at + " ('" + name + "')";
+      try {
+        fileDigest = json.digest == null || json.digest.isEmpty() ? Optional.empty()
+            : Optional.of(strings.digest(json.digest));
+      } catch (IllegalArgumentException ex) {
+        throw new LayerFormatException(w + ": " + ex.getMessage(), ex);
+      }
+      Map<String, byte[]> x = Map.of();
+      if (json.xattrs != null && !json.xattrs.isEmpty()) {
+        x = new LinkedHashMap<>();
+        for (Map.Entry<String, String> e : json.xattrs.entrySet()) {
+          try {
+            x.put(e.getKey(), Base64.getDecoder().decode(e.getValue() == null ? "" : e.getValue()));
+          } catch (IllegalArgumentException ex) {
+            throw new LayerFormatException(w + ": xattr '" + e.getKey() + "' is not base64", ex);
+          }
+        }
+      }
+      this.xattrs = x;
+      String l = json.linkName == null ? "" : json.linkName;
+      if (type == EntryType.HARDLINK) {
+        l = EntryNames.clean(l, w + " hard link target");
+      } else if (type == EntryType.SYMLINK && l.isEmpty()) {
+        throw new LayerFormatException(w + ": symlink without a target");
+      }
+      this.link = l;
+      this.mode = (int) ((json.mode == null ? 0 : json.mode) & 07777);
+      this.uid = id(json.uid, w);
+      this.gid = id(json.gid, w);
+      this.userName = strings.text(json.userName);
+      this.groupName = strings.text(json.groupName);
+      this.modTime = json.modtime == null || json.modtime.isEmpty() ? Instant.EPOCH : strings.time(json.modtime, w);
+      this.devMajor = (int) (json.devMajor == null ? 0 : json.devMajor);
+      this.devMinor = (int) (json.devMinor == null ? 0 : json.devMinor);
     }
 
-    void addChunk(EntryJson c, String where, TreeSet<Long> starts, long dataEnd, boolean explicitEnds, FetchLimits limits)
-        throws IOException {
+    void addChunk(EntryJson c, String at, long[] starts, long dataEnd, boolean explicitEnds, FetchLimits limits,
+        Interner strings) throws IOException {
       long fileOffset = c.chunkOffset == null ? 0 : c.chunkOffset;
       long chunkSize = c.chunkSize == null ? 0 : c.chunkSize;
       if (fileOffset < 0 || chunkSize < 0) {
-        throw new LayerFormatException(where + " ('" + name + "') has negative chunkOffset or chunkSize");
+        throw new LayerFormatException(at + " ('" + name + "') has negative chunkOffset or chunkSize");
       }
       if (chunkSize == 0) {
         chunkSize = size - fileOffset;
       }
       if (chunkSize <= 0 || fileOffset + chunkSize > size) {
         throw new LayerFormatException(
-            where + " ('" + name + "') chunk at " + fileOffset + " of size " + chunkSize + " lies outside the file size " + size);
+            at + " ('" + name + "') chunk at " + fileOffset + " of size " + chunkSize + " lies outside the file size " + size);
       }
       if (chunkSize > limits.maxChunkBytes()) {
-        throw new SizeLimitExceededException(where + " ('" + name + "') chunk", limits.maxChunkBytes());
+        throw new SizeLimitExceededException(at + " ('" + name + "') chunk", limits.maxChunkBytes());
       }
       long inner = c.innerOffset == null ? 0 : c.innerOffset;
       if ("zeros".equals(c.chunkType)) {
@@ -239,51 +527,54 @@ final class TocParser {
         return;
       }
       if (c.offset == null || c.offset < 0 || inner < 0) {
-        throw new LayerFormatException(where + " ('" + name + "') has a missing or negative offset");
+        throw new LayerFormatException(at + " ('" + name + "') has a missing or negative offset");
       }
       long start = c.offset;
       long end;
       if (explicitEnds) {
         if (c.endOffset == null || c.endOffset <= start) {
-          throw new LayerFormatException(where + " ('" + name + "') has endOffset " + c.endOffset + " not after offset " + start);
+          throw new LayerFormatException(at + " ('" + name + "') has endOffset " + c.endOffset + " not after offset " + start);
         }
         end = c.endOffset;
       } else {
-        Long next = starts.higher(start);
-        end = next == null ? dataEnd : next;
+        end = higher(starts, start, dataEnd);
       }
       if (start >= dataEnd || end > dataEnd) {
         throw new LayerFormatException(
-            where + " ('" + name + "') stored range [" + start + ", " + end + ") lies outside the blob's data area [0, " + dataEnd + ")");
+            at + " ('" + name + "') stored range [" + start + ", " + end + ") lies outside the blob's data area [0, " + dataEnd + ")");
       }
       if (end - start > limits.maxChunkBytes() + 65536L) {
-        throw new SizeLimitExceededException(where + " ('" + name + "') stored chunk", limits.maxChunkBytes());
+        throw new SizeLimitExceededException(at + " ('" + name + "') stored chunk", limits.maxChunkBytes());
       }
       String digestText = c.chunkDigest;
       Digest digest;
       try {
-        digest = digestText != null && !digestText.isEmpty() ? Digest.parse(digestText) : null;
+        digest = digestText != null && !digestText.isEmpty() ? strings.digest(digestText) : null;
       } catch (IllegalArgumentException ex) {
-        throw new LayerFormatException(where + " ('" + name + "'): " + ex.getMessage(), ex);
+        throw new LayerFormatException(at + " ('" + name + "'): " + ex.getMessage(), ex);
       }
       chunks.add(new LayerChunk(fileOffset, chunkSize, ByteRange.between(start, end), inner, digest));
     }
 
-    LayerEntry build(String layer, FetchLimits limits) throws LayerFormatException {
-      String where = layer + ": '" + name + "'";
-      Optional<Digest> fileDigest;
-      try {
-        fileDigest = json.digest == null || json.digest.isEmpty() ? Optional.empty() : Optional.of(Digest.parse(json.digest));
-      } catch (IllegalArgumentException ex) {
-        throw new LayerFormatException(where + ": " + ex.getMessage(), ex);
+    /** The least start greater than {@code offset} among the sorted {@code starts}, else {@code dataEnd}. */
+    private static long higher(long[] starts, long offset, long dataEnd) {
+      int i = java.util.Arrays.binarySearch(starts, offset);
+      int next = i >= 0 ? i + 1 : -i - 1;
+      while (next < starts.length && starts[next] <= offset) {
+        next++;
       }
+      return next < starts.length ? starts[next] : dataEnd;
+    }
+
+    LayerEntry build(String layer) throws LayerFormatException {
+      String at = layer + ": " + where;
       List<LayerChunk> ordered = new ArrayList<>(chunks);
       ordered.sort((a, b) -> Long.compare(a.fileOffset(), b.fileOffset()));
       long expect = 0;
       for (int i = 0; i < ordered.size(); i++) {
         LayerChunk c = ordered.get(i);
         if (c.fileOffset() != expect) {
-          throw new LayerFormatException(where + ": chunks leave a gap or overlap at file offset " + expect);
+          throw new LayerFormatException(at + ": chunks leave a gap or overlap at file offset " + expect);
         }
         // A zstd:chunked main entry may span all of the file's frames; its own chunk ends where the next one starts.
         if (i + 1 < ordered.size() && !c.stored().isEmpty()) {
@@ -296,36 +587,17 @@ final class TocParser {
           if (ordered.size() == 1 && fileDigest.isPresent()) {
             c = new LayerChunk(c.fileOffset(), c.size(), c.stored(), c.innerOffset(), fileDigest.get());
           } else {
-            throw new LayerFormatException(where + ": chunk at file offset " + c.fileOffset() + " has no digest to verify it");
+            throw new LayerFormatException(at + ": chunk at file offset " + c.fileOffset() + " has no digest to verify it");
           }
         }
         ordered.set(i, c);
         expect = c.fileEnd();
       }
       if (type == EntryType.REG && expect != size) {
-        throw new LayerFormatException(where + ": chunks cover " + expect + " of " + size + " bytes");
+        throw new LayerFormatException(at + ": chunks cover " + expect + " of " + size + " bytes");
       }
-      Map<String, byte[]> xattrs = new LinkedHashMap<>();
-      if (json.xattrs != null) {
-        for (Map.Entry<String, String> x : json.xattrs.entrySet()) {
-          try {
-            xattrs.put(x.getKey(), Base64.getDecoder().decode(x.getValue() == null ? "" : x.getValue()));
-          } catch (IllegalArgumentException ex) {
-            throw new LayerFormatException(where + ": xattr '" + x.getKey() + "' is not base64", ex);
-          }
-        }
-      }
-      String link = json.linkName == null ? "" : json.linkName;
-      if (type == EntryType.HARDLINK) {
-        link = EntryNames.clean(link, where + " hard link target");
-      } else if (type == EntryType.SYMLINK && link.isEmpty()) {
-        throw new LayerFormatException(where + ": symlink without a target");
-      }
-      return new LayerEntry(
-          name, type, type == EntryType.REG ? size : 0, (int) ((json.mode == null ? 0 : json.mode) & 07777),
-          id(json.uid, where), id(json.gid, where), nz(json.userName), nz(json.groupName), time(json.modtime, where),
-          link, (int) (json.devMajor == null ? 0 : json.devMajor), (int) (json.devMinor == null ? 0 : json.devMinor),
-          xattrs, fileDigest, type == EntryType.REG ? ordered : List.of());
+      return new LayerEntry(name, type, type == EntryType.REG ? size : 0, mode, uid, gid, userName, groupName, modTime,
+          link, devMajor, devMinor, xattrs, fileDigest, type == EntryType.REG ? ordered : List.of());
     }
 
     private static int id(Long v, String where) throws LayerFormatException {
@@ -336,28 +608,6 @@ final class TocParser {
         throw new LayerFormatException(where + ": uid/gid " + v + " out of range");
       }
       return (int) (long) v;
-    }
-
-    private static String nz(String s) {
-      return s == null ? "" : s;
-    }
-
-    private static Instant time(String s, String where) throws LayerFormatException {
-      if (s == null || s.isEmpty()) {
-        return Instant.EPOCH;
-      }
-      // Layers built in one go share few distinct modtimes; remembering the last one saves most parses.
-      LastTime last = lastTime;
-      if (last != null && last.text.equals(s)) {
-        return last.instant;
-      }
-      try {
-        Instant t = OffsetDateTime.parse(s).toInstant();
-        lastTime = new LastTime(s, t);
-        return t;
-      } catch (DateTimeParseException e) {
-        throw new LayerFormatException(where + ": modtime '" + s + "' is not RFC 3339", e);
-      }
     }
   }
 }

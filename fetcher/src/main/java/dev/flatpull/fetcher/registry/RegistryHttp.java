@@ -44,7 +44,7 @@ import okhttp3.Response;
  * The HTTP engine behind {@link RegistryClient}: the only class that speaks okhttp. It owns, for every request,
  * endpoint selection (mirrors in hosts.toml order, then the origin), authentication (anonymous, basic, and the bearer
  * challenge flow with cached tokens refreshed on 401), bounded concurrency, and retries with exponential back-off and
- * full jitter on connection failures, timeouts, truncated bodies, 5xx, 408 and 429 ({@code Retry-After} honoured).
+ * equal jitter on connection failures, timeouts, truncated bodies, 5xx, 408 and 429 ({@code Retry-After} honoured).
  * Thread-safe.
  */
 final class RegistryHttp implements AutoCloseable {
@@ -255,11 +255,15 @@ final class RegistryHttp implements AutoCloseable {
     }
   }
 
-  /** Full-jitter exponential back-off, but never shorter than what the registry asked for. */
+  /**
+   * Equal-jitter exponential back-off (half of the step fixed, half random), but never shorter than what the registry
+   * asked for. Not full jitter: its waits can all come out near zero, and then the retries of a read give up within
+   * a fraction of a second of a registry restart; with half fixed, the default retries span at least 6.3 s.
+   */
   private Duration backoff(int attempt, Duration retryAfter) {
     long cap = settings.maxBackoff().toMillis();
-    long exp = settings.initialBackoff().toMillis() << Math.min(attempt - 1, 20);
-    long jittered = ThreadLocalRandom.current().nextLong(Math.min(cap, exp) + 1);
+    long step = Math.min(cap, settings.initialBackoff().toMillis() << Math.min(attempt - 1, 20));
+    long jittered = step / 2 + ThreadLocalRandom.current().nextLong(step - step / 2 + 1);
     long wait = Math.max(jittered, retryAfter.toMillis());
     return Duration.ofMillis(Math.min(wait, MAX_RETRY_AFTER.toMillis()));
   }

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.github.luben.zstd.ZstdInputStream;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
+import dev.flatpull.core.DigestMismatchException;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -196,6 +197,40 @@ class LazyLayerRoundTripTest {
       assertArrayEquals(java.util.Arrays.copyOfRange(tar.item("usr/bin/big").content(), 0, 1000), readPrefix(lazy, big, 1000));
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  /** A registry that garbles a response now and then: the read fetches again, and only a layer always wrong fails. */
+  @ParameterizedTest
+  @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
+  void garbledResponses_areFetchedAgain_andOnlyBytesWrongEveryTimeFailTheRead(LayerFormat format) throws Exception {
+    SampleTar tar = new SampleTar(11, 400_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, format, CHUNK, List.of(), dir);
+    LayerIndex index = layer.index(FetchLimits.DEFAULTS);
+    LayerEntry big = index.entry("usr/bin/big").orElseThrow();
+    byte[] want = tar.item("usr/bin/big").content();
+    for (int garbled = 0; garbled <= LazyLayer.CORRUPT_ATTEMPTS; garbled++) {
+      AtomicInteger reads = new AtomicInteger();
+      int wrongTimes = garbled;
+      BlobReader flaky = range -> {
+        byte[] b = java.util.Arrays.copyOfRange(layer.blob, (int) range.offset(), (int) range.end());
+        if (reads.incrementAndGet() <= wrongTimes) {
+          b[b.length / 2] ^= 0x5a; // inside the compressed chunk data
+        }
+        return b;
+      };
+      LazyLayer lazy = new LazyLayer(index, flaky, 0);
+      byte[] buf = new byte[(int) Math.min(big.size(), CHUNK)];
+      if (garbled < LazyLayer.CORRUPT_ATTEMPTS) {
+        assertEquals(buf.length, lazy.read(big, 0, buf, 0, buf.length));
+        assertArrayEquals(java.util.Arrays.copyOf(want, buf.length), buf, garbled + " garbled responses");
+        assertEquals(garbled + 1, reads.get());
+      } else {
+        IOException e = org.junit.jupiter.api.Assertions.assertThrows(IOException.class,
+            () -> lazy.read(big, 0, buf, 0, buf.length));
+        assertTrue(e instanceof DigestMismatchException || e instanceof LayerFormatException, e.toString());
+        assertEquals(LazyLayer.CORRUPT_ATTEMPTS, reads.get());
+      }
     }
   }
 

@@ -233,6 +233,24 @@ class RegistryClientFaultTest {
   }
 
   @Test
+  void readRange_registryAway_retriesWithTheDefaultBackoffSpanAtLeastSixSeconds() throws Exception {
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true)
+        .withTimeouts(Duration.ofSeconds(2), Duration.ofSeconds(5)));
+    clients = new RegistryClients(config, RegistryCredentials.NONE, stats, sleeps::add, () -> now);
+    RegistryClient c = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
+    int attempts = config.registry().maxAttempts();
+    for (int i = 0; i < attempts; i++) {
+      server.enqueue(new MockResponse.Builder().code(503).build());
+    }
+    assertThrows(RegistryUnavailableException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
+    assertEquals(attempts - 1, sleeps.size());
+    long total = sleeps.stream().mapToLong(Duration::toMillis).sum();
+    // Each wait is at least half its step: 100 + 200 + ... + 3200 ms.
+    assertTrue(total >= 6300, "the default retries gave up after " + total + " ms of back-off: " + sleeps);
+    assertTrue(total <= 12600, "back-off beyond the steps: " + sleeps);
+  }
+
+  @Test
   void readRange_always503_failsWithStatusInTheError() {
     RegistryClient c = client();
     for (int i = 0; i < 4; i++) {

@@ -136,6 +136,14 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   }
 
   @Override
+  public void operationFailed(String operation, String cause) {
+    Counter.builder("flatpull.fuse.errors").tag("operation", operation).tag("cause", cause)
+        .description("FUSE operations of served layers that failed (the reader got an error), by cause: verification"
+            + " (bytes that did not match their digest, never served), registry, other").register(registry)
+        .increment();
+  }
+
+  @Override
   public void layerMounted(Duration tocTime, Duration treeTime, Duration mountTime) {
     toc.record(tocTime);
     tree.record(treeTime);

@@ -206,6 +206,11 @@ public final class LayerServer implements AutoCloseable {
       public void readServed(String path, long offset, int bytes) {
         tap.read(path, offset, bytes);
       }
+
+      @Override
+      public void operationFailed(String operation, String path, int errno, Throwable cause) {
+        metrics.operationFailed(operation, failureCause(cause));
+      }
     };
     LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
         contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
@@ -228,6 +233,19 @@ public final class LayerServer implements AutoCloseable {
         + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare")
             .orElse(""));
     return s;
+  }
+
+  /** A bounded tag for why an operation failed: the first cause in the chain that says. */
+  static String failureCause(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof dev.flatpull.core.DigestMismatchException) {
+        return "verification";
+      }
+      if (c instanceof dev.flatpull.fetcher.registry.RegistryException) {
+        return "registry";
+      }
+    }
+    return "other";
   }
 
   private LayerOpener opener(ImageReference ref) {
@@ -321,7 +339,9 @@ public final class LayerServer implements AutoCloseable {
       fellBack(s, "mismatch", e);
     } catch (RuntimeImageFormatException e) {
       fellBack(s, "malformed", e);
-    } catch (IOException | RuntimeException e) {
+    } catch (Exception e) {
+      // Exception, not IOException and RuntimeException: the HTTP client is Kotlin and may throw checked exceptions
+      // it does not declare (an interrupt at shutdown); this task must end quietly whatever it met.
       fellBack(s, "lookup_failed", e);
     } finally {
       s.announced.complete(null);

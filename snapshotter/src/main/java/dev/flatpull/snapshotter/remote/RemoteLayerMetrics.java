@@ -14,6 +14,13 @@ public interface RemoteLayerMetrics {
   /** Where served content came from: {@code runtime_image}, {@code lazy} (fetched on demand) or {@code cache}. */
   default void contentServed(String source, long bytes) {}
 
+  /**
+   * A FUSE operation of a served layer failed (the kernel got an error, the reader EIO): {@code cause} is
+   * {@code verification} (fetched bytes did not match their digest), {@code registry} (the registry could not be had)
+   * or {@code other}.
+   */
+  default void operationFailed(String operation, String cause) {}
+
   /** One layer mounted: TOC fetched and verified, tree built, mounted. */
   default void layerMounted(Duration toc, Duration tree, Duration mount) {}
 
