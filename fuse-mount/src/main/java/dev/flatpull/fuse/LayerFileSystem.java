@@ -89,7 +89,7 @@ public final class LayerFileSystem extends FuseStubFS {
 
   static void fill(Node n, FileStat stat) {
     int type =
-        switch (n.kind) {
+        switch (n.kind()) {
           case DIR -> FileStat.S_IFDIR;
           case REG -> FileStat.S_IFREG;
           case SYMLINK -> FileStat.S_IFLNK;
@@ -97,18 +97,18 @@ public final class LayerFileSystem extends FuseStubFS {
           case BLOCK -> FileStat.S_IFBLK;
           case FIFO -> FileStat.S_IFIFO;
         };
-    stat.st_mode.set(type | (n.mode & 07777));
-    stat.st_ino.set(n.ino);
+    stat.st_mode.set(type | (n.mode() & 07777));
+    stat.st_ino.set(n.ino());
     stat.st_nlink.set(n.links());
-    stat.st_uid.set(n.uid);
-    stat.st_gid.set(n.gid);
-    stat.st_size.set(n.size);
-    stat.st_blocks.set((n.size + 511) / 512);
+    stat.st_uid.set(n.uid());
+    stat.st_gid.set(n.gid());
+    stat.st_size.set(n.size());
+    stat.st_blocks.set((n.size() + 511) / 512);
     stat.st_blksize.set(4096);
-    stat.st_rdev.set(makedev(n.devMajor, n.devMinor));
-    long sec = n.modTime.getEpochSecond();
+    stat.st_rdev.set(makedev(n.devMajor(), n.devMinor()));
+    long sec = n.modTime().getEpochSecond();
     stat.st_mtim.tv_sec.set(sec);
-    stat.st_mtim.tv_nsec.set(n.modTime.getNano());
+    stat.st_mtim.tv_nsec.set(n.modTime().getNano());
     stat.st_ctim.tv_sec.set(sec);
     stat.st_atim.tv_sec.set(sec);
   }
@@ -125,7 +125,7 @@ public final class LayerFileSystem extends FuseStubFS {
       if (n.isEmpty()) {
         return -ErrorCodes.ENOENT();
       }
-      if (n.get().kind != LayerTree.Kind.DIR) {
+      if (n.get().kind() != LayerTree.Kind.DIR) {
         return -ErrorCodes.ENOTDIR();
       }
       filler.apply(buf, ".", null, 0);
@@ -157,7 +157,7 @@ public final class LayerFileSystem extends FuseStubFS {
       if ((fi.flags.get() & O_ACCMODE) != 0) {
         return -ErrorCodes.EROFS();
       }
-      if (n.get().kind == LayerTree.Kind.DIR) {
+      if (n.get().kind() == LayerTree.Kind.DIR) {
         return -ErrorCodes.EISDIR();
       }
       return 0;
@@ -172,14 +172,14 @@ public final class LayerFileSystem extends FuseStubFS {
         return -ErrorCodes.ENOENT();
       }
       Node node = n.get();
-      if (node.kind != LayerTree.Kind.REG) {
+      if (node.kind() != LayerTree.Kind.REG) {
         return -ErrorCodes.EISDIR();
       }
-      if (offset >= node.size) {
+      if (offset >= node.size()) {
         return 0;
       }
-      byte[] bytes = new byte[(int) Math.min(size, node.size - offset)];
-      int got = reader.read(node.content, offset, bytes, bytes.length);
+      byte[] bytes = new byte[(int) Math.min(size, node.size() - offset)];
+      int got = reader.read(node.content(), offset, bytes, bytes.length);
       buf.put(0, bytes, 0, got);
       events.readServed(path, offset, got);
       return got;
@@ -193,10 +193,10 @@ public final class LayerFileSystem extends FuseStubFS {
       if (n.isEmpty()) {
         return -ErrorCodes.ENOENT();
       }
-      if (n.get().kind != LayerTree.Kind.SYMLINK) {
+      if (n.get().kind() != LayerTree.Kind.SYMLINK) {
         return -ErrorCodes.EINVAL();
       }
-      byte[] target = n.get().symlinkTarget.getBytes(StandardCharsets.UTF_8);
+      byte[] target = n.get().symlinkTarget().getBytes(StandardCharsets.UTF_8);
       int len = (int) Math.min(target.length, size - 1);
       buf.put(0, target, 0, len);
       buf.putByte(len, (byte) 0);
@@ -211,7 +211,7 @@ public final class LayerFileSystem extends FuseStubFS {
       if (n.isEmpty()) {
         return -ErrorCodes.ENOENT();
       }
-      byte[] v = n.get().xattrs.get(name);
+      byte[] v = n.get().xattrs().get(name);
       if (v == null) {
         return -ErrorCodes.ENODATA();
       }
@@ -234,7 +234,7 @@ public final class LayerFileSystem extends FuseStubFS {
         return -ErrorCodes.ENOENT();
       }
       java.io.ByteArrayOutputStream names = new java.io.ByteArrayOutputStream();
-      for (Map.Entry<String, byte[]> x : n.get().xattrs.entrySet()) {
+      for (Map.Entry<String, byte[]> x : n.get().xattrs().entrySet()) {
         names.writeBytes(x.getKey().getBytes(StandardCharsets.UTF_8));
         names.write(0);
       }

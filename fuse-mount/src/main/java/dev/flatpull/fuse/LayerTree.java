@@ -33,40 +33,96 @@ public final class LayerTree {
     FIFO
   }
 
-  /** One inode. For {@link Kind#REG} nodes {@code content} is the entry whose chunks hold the bytes. */
+  /**
+   * One inode. Its attributes are read from the index entry it stands for (none for a directory the TOC omits), so
+   * that a node costs a few references, not a copy of every field: a layer may have a million entries. For
+   * {@link Kind#REG} nodes {@link #content} is the entry whose chunks hold the bytes.
+   */
   public static final class Node {
-    public final long ino;
-    public final Kind kind;
-    public final int mode;
-    public final int uid;
-    public final int gid;
-    public final long size;
-    public final Instant modTime;
-    public final String symlinkTarget;
-    public final int devMajor;
-    public final int devMinor;
-    public final Map<String, byte[]> xattrs;
-    public final LayerEntry content;
+    private final long ino;
+    private final Kind kind;
+    private final LayerEntry entry;
+    private final boolean whiteout;
+    // Directories only: their own map, which the opaque marker may add to.
+    private final Map<String, byte[]> dirXattrs;
     // Paths of a directory's entries (the index's own strings: a name per entry would cost a string per entry), null
     // for every other kind.
     final List<String> childPaths;
     int links = 1;
 
-    Node(long ino, Kind kind, int mode, int uid, int gid, long size, Instant modTime, String symlinkTarget,
-        int devMajor, int devMinor, Map<String, byte[]> xattrs, LayerEntry content) {
+    Node(long ino, Kind kind, LayerEntry entry, boolean whiteout) {
       this.ino = ino;
       this.kind = kind;
-      this.mode = mode;
-      this.uid = uid;
-      this.gid = gid;
-      this.size = size;
-      this.modTime = modTime;
-      this.symlinkTarget = symlinkTarget;
-      this.devMajor = devMajor;
-      this.devMinor = devMinor;
-      this.xattrs = xattrs;
-      this.content = content;
+      this.entry = entry;
+      this.whiteout = whiteout;
+      this.dirXattrs = kind == Kind.DIR ? new LinkedHashMap<>(entry == null ? Map.of() : entry.xattrs()) : null;
       this.childPaths = kind == Kind.DIR ? new ArrayList<>() : null;
+    }
+
+    public long ino() {
+      return ino;
+    }
+
+    public Kind kind() {
+      return kind;
+    }
+
+    /** Permission bits with setuid, setgid and sticky. */
+    public int mode() {
+      if (whiteout) {
+        return 0;
+      }
+      if (entry == null) {
+        return 0755;
+      }
+      return kind == Kind.SYMLINK ? 0777 : entry.mode();
+    }
+
+    public int uid() {
+      return entry == null ? 0 : entry.uid();
+    }
+
+    public int gid() {
+      return entry == null ? 0 : entry.gid();
+    }
+
+    /** The file size; a symlink's is its target's length in bytes. */
+    public long size() {
+      return switch (kind) {
+        case REG -> entry.size();
+        case SYMLINK -> entry.linkName().getBytes(StandardCharsets.UTF_8).length;
+        default -> 0;
+      };
+    }
+
+    public Instant modTime() {
+      return entry == null ? Instant.EPOCH : entry.modTime();
+    }
+
+    /** A symlink's target; empty for every other kind. */
+    public String symlinkTarget() {
+      return kind == Kind.SYMLINK ? entry.linkName() : "";
+    }
+
+    public int devMajor() {
+      return !whiteout && (kind == Kind.CHAR || kind == Kind.BLOCK) ? entry.devMajor() : 0;
+    }
+
+    public int devMinor() {
+      return !whiteout && (kind == Kind.CHAR || kind == Kind.BLOCK) ? entry.devMinor() : 0;
+    }
+
+    /** Extended attributes, values as raw bytes. */
+    public Map<String, byte[]> xattrs() {
+      if (dirXattrs != null) {
+        return dirXattrs;
+      }
+      return whiteout || entry == null ? Map.of() : entry.xattrs();
+    }
+
+    /** For a regular file, the entry whose chunks hold its bytes; null otherwise. */
+    public LayerEntry content() {
+      return kind == Kind.REG ? entry : null;
     }
 
     /** Names of a directory's entries, in layer order. */
@@ -103,12 +159,12 @@ public final class LayerTree {
   /** Builds the tree of a layer from its verified index. */
   public static LayerTree of(LayerIndex index) {
     LayerTree t = new LayerTree();
-    t.byPath.put("", t.dir(0755, 0, 0, Instant.EPOCH, Map.of()));
+    t.byPath.put("", t.node(Kind.DIR, null, false));
     Map<String, LayerEntry> deferredLinks = new LinkedHashMap<>();
     for (LayerEntry e : index.entries()) {
       if (e.name().isEmpty()) {
         Node root = t.byPath.get("");
-        Node replaced = t.dir(e.mode(), e.uid(), e.gid(), e.modTime(), e.xattrs());
+        Node replaced = t.node(Kind.DIR, e, false);
         replaced.childPaths.addAll(root.childPaths);
         t.byPath.put("", replaced);
         continue;
@@ -116,7 +172,7 @@ public final class LayerTree {
       if (e.isOpaqueMarker()) {
         Node dir = t.ensureDir(e.parent());
         if (dir.kind == Kind.DIR) {
-          dir.xattrs.put(OPAQUE_XATTR, "y".getBytes(StandardCharsets.US_ASCII));
+          dir.dirXattrs.put(OPAQUE_XATTR, "y".getBytes(StandardCharsets.US_ASCII));
         }
         continue;
       }
@@ -127,19 +183,18 @@ public final class LayerTree {
       if (e.isWhiteout()) {
         String hidden = e.parent().isEmpty() ? e.baseName().substring(LayerEntry.WHITEOUT_PREFIX.length())
             : e.parent() + "/" + e.baseName().substring(LayerEntry.WHITEOUT_PREFIX.length());
-        t.add(hidden, t.node(Kind.CHAR, 0, e.uid(), e.gid(), 0, e.modTime(), "", 0, 0, Map.of(), null));
+        t.add(hidden, t.node(Kind.CHAR, e, true));
         continue;
       }
-      Node n = switch (e.type()) {
-        case DIR -> t.dir(e.mode(), e.uid(), e.gid(), e.modTime(), e.xattrs());
-        case REG -> t.node(Kind.REG, e.mode(), e.uid(), e.gid(), e.size(), e.modTime(), "", 0, 0, e.xattrs(), e);
-        case SYMLINK -> t.node(Kind.SYMLINK, 0777, e.uid(), e.gid(), e.linkName().getBytes(StandardCharsets.UTF_8).length,
-            e.modTime(), e.linkName(), 0, 0, e.xattrs(), null);
-        case CHAR -> t.node(Kind.CHAR, e.mode(), e.uid(), e.gid(), 0, e.modTime(), "", e.devMajor(), e.devMinor(), e.xattrs(), null);
-        case BLOCK -> t.node(Kind.BLOCK, e.mode(), e.uid(), e.gid(), 0, e.modTime(), "", e.devMajor(), e.devMinor(), e.xattrs(), null);
-        case FIFO -> t.node(Kind.FIFO, e.mode(), e.uid(), e.gid(), 0, e.modTime(), "", 0, 0, e.xattrs(), null);
+      Node n = t.node(switch (e.type()) {
+        case DIR -> Kind.DIR;
+        case REG -> Kind.REG;
+        case SYMLINK -> Kind.SYMLINK;
+        case CHAR -> Kind.CHAR;
+        case BLOCK -> Kind.BLOCK;
+        case FIFO -> Kind.FIFO;
         case HARDLINK -> throw new IllegalStateException("handled above");
-      };
+      }, e, false);
       Node existing = t.byPath.get(e.name());
       if (n.kind == Kind.DIR && existing != null && existing.kind == Kind.DIR) {
         // A directory listed after its children (or twice): keep the children, take the attributes.
@@ -176,18 +231,12 @@ public final class LayerTree {
     }
   }
 
-  private Node dir(int mode, int uid, int gid, Instant modTime, Map<String, byte[]> xattrs) {
-    return node(Kind.DIR, mode, uid, gid, 0, modTime, "", 0, 0, xattrs, null);
-  }
-
-  private Node node(Kind kind, int mode, int uid, int gid, long size, Instant modTime, String target, int major,
-      int minor, Map<String, byte[]> xattrs, LayerEntry content) {
+  private Node node(Kind kind, LayerEntry entry, boolean whiteout) {
+    Node n = new Node(nextIno++, kind, entry, whiteout);
     if (kind == Kind.REG) {
-      totalBytes += size;
+      totalBytes += n.size();
     }
-    // Directories may gain the opaque marker's xattr; every other node keeps the index's (immutable) map.
-    return new Node(nextIno++, kind, mode, uid, gid, size, modTime, target, major, minor,
-        kind == Kind.DIR ? new LinkedHashMap<>(xattrs) : xattrs, content);
+    return n;
   }
 
   /**
@@ -207,7 +256,7 @@ public final class LayerTree {
       p = slash < 0 ? "" : p.substring(0, slash);
     }
     for (String m : missing) {
-      Node d = dir(0755, 0, 0, Instant.EPOCH, Map.of());
+      Node d = node(Kind.DIR, null, false);
       byPath.put(m, d);
       n.childPaths.add(m);
       n = d;

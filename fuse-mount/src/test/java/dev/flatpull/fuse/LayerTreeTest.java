@@ -62,33 +62,33 @@ class LayerTreeTest {
   void of_everyKindOfEntry_becomesTheRightNode() throws Exception {
     LayerTree t = tree();
     Node tool = t.lookup("/usr/bin/tool").orElseThrow();
-    assertEquals(Kind.REG, tool.kind);
-    assertEquals(04755, tool.mode);
-    assertEquals(10, tool.size);
-    assertArrayEquals(new byte[] {1, 0, 0, 2}, tool.xattrs.get("security.capability"));
+    assertEquals(Kind.REG, tool.kind());
+    assertEquals(04755, tool.mode());
+    assertEquals(10, tool.size());
+    assertArrayEquals(new byte[] {1, 0, 0, 2}, tool.xattrs().get("security.capability"));
     assertSame(tool, t.lookup("/usr/bin/tool-link").orElseThrow(), "a hard link is the same inode");
     assertEquals(2, tool.links());
-    assertEquals("tool", t.lookup("/usr/bin/sh").orElseThrow().symlinkTarget);
+    assertEquals("tool", t.lookup("/usr/bin/sh").orElseThrow().symlinkTarget());
     Node dev = t.lookup("/dev/null").orElseThrow();
-    assertEquals(Kind.CHAR, dev.kind);
-    assertEquals(1, dev.devMajor);
-    assertEquals(3, dev.devMinor);
-    assertEquals(Kind.BLOCK, t.lookup("/dev/sda").orElseThrow().kind);
-    assertEquals(Kind.FIFO, t.lookup("/run/pipe").orElseThrow().kind);
-    assertEquals(01777, t.lookup("/tmp").orElseThrow().mode, "sticky bit kept");
-    assertEquals(7, t.lookup("/dev/null").orElseThrow().uid);
+    assertEquals(Kind.CHAR, dev.kind());
+    assertEquals(1, dev.devMajor());
+    assertEquals(3, dev.devMinor());
+    assertEquals(Kind.BLOCK, t.lookup("/dev/sda").orElseThrow().kind());
+    assertEquals(Kind.FIFO, t.lookup("/run/pipe").orElseThrow().kind());
+    assertEquals(01777, t.lookup("/tmp").orElseThrow().mode(), "sticky bit kept");
+    assertEquals(7, t.lookup("/dev/null").orElseThrow().uid());
   }
 
   @Test
   void of_whiteoutsAndOpaqueMarkers_lookAsOverlayfsExpects() throws Exception {
     LayerTree t = tree();
     Node gone = t.lookup("/etc/gone").orElseThrow();
-    assertEquals(Kind.CHAR, gone.kind);
-    assertEquals(0, gone.devMajor);
-    assertEquals(0, gone.devMinor);
+    assertEquals(Kind.CHAR, gone.kind());
+    assertEquals(0, gone.devMajor());
+    assertEquals(0, gone.devMinor());
     assertTrue(t.lookup("/etc/.wh.gone").isEmpty(), "the whiteout's own name is not shown");
     Node cache = t.lookup("/var/cache").orElseThrow();
-    assertArrayEquals("y".getBytes(StandardCharsets.US_ASCII), cache.xattrs.get(LayerTree.OPAQUE_XATTR));
+    assertArrayEquals("y".getBytes(StandardCharsets.US_ASCII), cache.xattrs().get(LayerTree.OPAQUE_XATTR));
     assertTrue(t.lookup("/var/cache/.wh..wh..opq").isEmpty());
   }
 
@@ -96,7 +96,7 @@ class LayerTreeTest {
   void of_missingParents_areImplicitDirectoriesWithCorrectLinkCounts() throws Exception {
     LayerTree t = tree();
     Node usr = t.lookup("/usr").orElseThrow();
-    assertEquals(Kind.DIR, usr.kind);
+    assertEquals(Kind.DIR, usr.kind());
     assertEquals(List.of("bin"), usr.children());
     assertEquals(3, usr.links(), "2 + one subdirectory");
     Node root = t.lookup("/").orElseThrow();
@@ -134,8 +134,8 @@ class LayerTreeTest {
     LayerTree tree = built[0];
     assertEquals(4096 + 2, tree.size(), "root, 4,096 implicit directories, the file");
     Node file = tree.lookup("/" + deepDir + "f").orElseThrow();
-    assertEquals(Kind.REG, file.kind);
-    assertEquals(content.length, file.size);
+    assertEquals(Kind.REG, file.kind());
+    assertEquals(content.length, file.size());
     Node top = tree.lookup("/d").orElseThrow();
     assertEquals(List.of("d"), top.children());
     assertEquals(3, top.links(), "., its entry in the root, and one subdirectory");

@@ -214,6 +214,46 @@ class FaultMatrixIT {
     assertTrue(took >= 5, "ready before the registry was back: the start did not need it");
   }
 
+  /**
+   * The runtime image's stream joins the matrix: recorded and published with the registry well, then cold starts at
+   * 10 % faults on every request, the stream's included. Each start gets ready with the image's bytes, whether the
+   * stream brought the working set or fell back to the lazy loader part-way.
+   */
+  @Test
+  @Order(5)
+  void coldStartsWithARuntimeImage_atTenPercentFaults_getReady_withTheImagesBytes() throws Exception {
+    forget();
+    proxy.setPlan(FaultProxy.Plan.NONE);
+    Path trace = Files.createTempFile("fault-matrix", ".fptrace");
+    List<String> files = pythonFiles.subList(pythonFiles.size() - 30, pythonFiles.size());
+    List<String> record = new ArrayList<>(List.of("record", "--config", flatpull.config().toString(), "--plain-http",
+        "--containerd-address", containerd.socket().toString(), "--namespace", ContainerdServer.NAMESPACE,
+        "--out", trace.toString(), "--probe-timeout", "90s", "--push-runtime-image", "--probe", "exit", image, "--",
+        "/usr/bin/python3", "-c", "import hashlib, sys, json, http.server, email.parser, decimal, logging\n"
+            + "for p in sys.argv[1:]:\n    hashlib.sha256(open(p, 'rb').read()).hexdigest()\n"));
+    record.addAll(files);
+    Cli.Run r = Cli.inProcess(record.toArray(String[]::new));
+    assertEquals(0, r.exitCode(), r.stderr());
+    int starts = 3;
+    double loadedBefore = sample("flatpull_runtime_image_lookups_total{result=\"loaded\"}");
+    for (int i = 1; i <= starts; i++) {
+      forget();
+      proxy.setPlan(onFlatpull(0.10, EnumSet.allOf(Fault.class)));
+      containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
+      Processes.Result run = runHashing(files);
+      proxy.setPlan(FaultProxy.Plan.NONE);
+      assertSameAsTheImage(files, run, "runtime-image start " + i + " (" + proxy.describe() + ")\n" + flatpull.log());
+    }
+    double loaded = sample("flatpull_runtime_image_lookups_total{result=\"loaded\"}") - loadedBefore;
+    System.out.printf("runtime image at 10%% faults: %d starts ready with the image's bytes, the runtime image loaded"
+        + " in %.0f of them (the lazy loader served the rest); %s%n", starts, loaded, proxy.describe());
+    Files.deleteIfExists(trace);
+  }
+
+  private static double sample(String key) throws Exception {
+    return managerMetrics.samples().getOrDefault(key, 0.0);
+  }
+
   @Test
   @Order(4)
   void theWholeTree_readAtTenPercentFaults_isTheImage() throws Exception {

@@ -2,20 +2,76 @@ package dev.flatpull.fetcher.layer;
 
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
+import java.util.Objects;
 
 /**
  * One verifiable piece of a regular file: {@code size} decompressed bytes at {@code fileOffset} of the file, found by
  * decompressing the blob range {@code stored} and skipping {@code innerOffset} bytes; they must hash to
- * {@code digest}.
+ * {@code digest}. A value: equal when every part is.
+ *
+ * <p>A class, not a record, so that the stored range can be kept as two longs rather than an object of its own: an
+ * index holds one of these per chunk, a million for a large layer (docs/benchmarks.md, index memory).
  */
-public record LayerChunk(long fileOffset, long size, ByteRange stored, long innerOffset, Digest digest) {
-  public LayerChunk {
+public final class LayerChunk {
+  private final long fileOffset;
+  private final long size;
+  private final long storedOffset;
+  private final long storedLength;
+  private final long innerOffset;
+  private final Digest digest;
+
+  public LayerChunk(long fileOffset, long size, ByteRange stored, long innerOffset, Digest digest) {
     if (fileOffset < 0 || size < 0 || innerOffset < 0) {
       throw new IllegalArgumentException("negative chunk offset or size");
     }
+    this.fileOffset = fileOffset;
+    this.size = size;
+    this.storedOffset = stored.offset();
+    this.storedLength = stored.length();
+    this.innerOffset = innerOffset;
+    this.digest = digest;
+  }
+
+  public long fileOffset() {
+    return fileOffset;
+  }
+
+  public long size() {
+    return size;
+  }
+
+  /** The blob range to fetch and decompress. */
+  public ByteRange stored() {
+    return new ByteRange(storedOffset, storedLength);
+  }
+
+  public long innerOffset() {
+    return innerOffset;
+  }
+
+  /** The digest of the decompressed bytes; null only for a hole (an empty stored range). */
+  public Digest digest() {
+    return digest;
   }
 
   public long fileEnd() {
     return fileOffset + size;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof LayerChunk c && c.fileOffset == fileOffset && c.size == size && c.storedOffset == storedOffset
+        && c.storedLength == storedLength && c.innerOffset == innerOffset && Objects.equals(c.digest, digest);
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(fileOffset, size, storedOffset, storedLength, innerOffset, digest);
+  }
+
+  @Override
+  public String toString() {
+    return "LayerChunk[fileOffset=" + fileOffset + ", size=" + size + ", stored=" + stored() + ", innerOffset="
+        + innerOffset + ", digest=" + digest + "]";
   }
 }

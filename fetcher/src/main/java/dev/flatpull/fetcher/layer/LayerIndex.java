@@ -1,11 +1,11 @@
 package dev.flatpull.fetcher.layer;
 
 import dev.flatpull.core.Digest;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -21,7 +21,10 @@ public final class LayerIndex {
   private final Digest blob;
   private final Optional<Digest> tocDigest;
   private final ChunkCompression compression;
-  private final Map<String, LayerEntry> entries;
+  // Entries in TOC order, and an open-addressing table of their positions by name: 4 to 8 bytes per entry where a
+  // LinkedHashMap costs 48 (a layer of a million entries; docs/benchmarks.md, index memory).
+  private final LayerEntry[] ordered;
+  private final int[] slots;
   private final List<String> prioritized;
 
   LayerIndex(
@@ -31,11 +34,22 @@ public final class LayerIndex {
     this.blob = blob;
     this.tocDigest = tocDigest;
     this.compression = compression;
-    Map<String, LayerEntry> m = new LinkedHashMap<>();
+    int capacity = Integer.highestOneBit(Math.max(4, entries.size() * 2 - 1)) << 1;
+    int[] table = new int[capacity];
+    Arrays.fill(table, -1);
+    List<LayerEntry> kept = new ArrayList<>(entries.size());
     for (LayerEntry e : entries) {
-      m.put(e.name(), e);
+      // A name listed twice: the later entry replaces the earlier one, in the earlier one's place.
+      int slot = find(table, kept, e.name());
+      if (table[slot] >= 0) {
+        kept.set(table[slot], e);
+      } else {
+        table[slot] = kept.size();
+        kept.add(e);
+      }
     }
-    this.entries = Collections.unmodifiableMap(m);
+    this.ordered = kept.toArray(new LayerEntry[0]);
+    this.slots = table;
     this.prioritized = List.copyOf(prioritized);
   }
 
@@ -57,9 +71,34 @@ public final class LayerIndex {
     return compression;
   }
 
+  /** The slot of {@code name} in {@code table}: where it is, or the free one where it would go. */
+  private static int find(int[] table, List<LayerEntry> byIndex, String name) {
+    int mask = table.length - 1;
+    int h = name.hashCode();
+    int i = (h ^ (h >>> 16)) & mask;
+    while (table[i] >= 0 && !byIndex.get(table[i]).name().equals(name)) {
+      i = (i + 1) & mask;
+    }
+    return i;
+  }
+
+  private LayerEntry lookup(String name) {
+    int mask = slots.length - 1;
+    int h = name.hashCode();
+    int i = (h ^ (h >>> 16)) & mask;
+    while (slots[i] >= 0) {
+      LayerEntry e = ordered[slots[i]];
+      if (e.name().equals(name)) {
+        return e;
+      }
+      i = (i + 1) & mask;
+    }
+    return null;
+  }
+
   /** All entries in TOC order (landmark files excluded). */
   public Collection<LayerEntry> entries() {
-    return entries.values();
+    return Collections.unmodifiableList(Arrays.asList(ordered));
   }
 
   /** Names of the regular files placed before the prefetch landmark, in layer order; empty without one. */
@@ -76,14 +115,14 @@ public final class LayerIndex {
     while (p.endsWith("/")) {
       p = p.substring(0, p.length() - 1);
     }
-    return Optional.ofNullable(entries.get(p));
+    return Optional.ofNullable(lookup(p));
   }
 
   /** The entry that holds the content of {@code e}: itself, or the target of a hard link. */
   public LayerEntry contentOf(LayerEntry e) {
     LayerEntry cur = e;
     for (int hops = 0; cur.type() == EntryType.HARDLINK && hops < 8; hops++) {
-      LayerEntry next = entries.get(cur.linkName());
+      LayerEntry next = lookup(cur.linkName());
       if (next == null) {
         break;
       }
@@ -94,7 +133,7 @@ public final class LayerIndex {
 
   public int chunkCount() {
     int n = 0;
-    for (LayerEntry e : entries.values()) {
+    for (LayerEntry e : ordered) {
       n += e.chunks().size();
     }
     return n;
@@ -103,7 +142,7 @@ public final class LayerIndex {
   /** The sum of regular file sizes. */
   public long contentSize() {
     long n = 0;
-    for (LayerEntry e : entries.values()) {
+    for (LayerEntry e : ordered) {
       if (e.type() == EntryType.REG) {
         n += e.size();
       }

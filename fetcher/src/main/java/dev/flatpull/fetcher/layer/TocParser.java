@@ -91,12 +91,23 @@ final class TocParser {
     }
   }
 
-  /** Reads one entry object (the parser is on its START_OBJECT) into {@code e}. */
-  private static void readEntry(JsonParser p, EntryJson e, String where) throws IOException {
+  /** The fields the first pass needs: those that locate stored chunks. */
+  private static final java.util.Set<String> SURVEYED = java.util.Set.of("type", "offset", "endOffset", "chunkType");
+
+  /**
+   * Reads one entry object (the parser is on its START_OBJECT) into {@code e}; with {@code survey}, only the
+   * {@link #SURVEYED} fields, every other value skipped without making a string of it (the first pass reads every
+   * entry once more than the index needs).
+   */
+  private static void readEntry(JsonParser p, EntryJson e, String where, boolean survey) throws IOException {
     e.clear();
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String field = p.currentName();
       JsonToken t = p.nextToken();
+      if (survey && !SURVEYED.contains(field)) {
+        p.skipChildren();
+        continue;
+      }
       switch (field) {
         case "name" -> e.name = text(p, t, where, field);
         case "type" -> e.type = text(p, t, where, field);
@@ -214,7 +225,7 @@ final class TocParser {
             if (i >= maxEntries) {
               throw new SizeLimitExceededException(layer + ": TOC entry count " + (i + 1) + "+", maxEntries);
             }
-            readEntry(p, e, where);
+            readEntry(p, e, where, top != null);
             visitor.visit(i, e);
             i++;
           }
