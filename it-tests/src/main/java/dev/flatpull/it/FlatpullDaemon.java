@@ -210,12 +210,7 @@ public final class FlatpullDaemon implements AutoCloseable {
         Thread.sleep(100);
       }
       Processes.run(List.of("pkill", "-KILL", "-f", "fuse-manager --config " + config), 10);
-      for (String line : Files.readAllLines(Path.of("/proc/self/mounts"))) {
-        String target = line.split(" ")[1];
-        if (target.startsWith(dir.toString())) {
-          Processes.run(List.of("umount", "-l", target), 10);
-        }
-      }
+      dev.flatpull.snapshotter.overlay.HostMounts.detachAllUnder(dir);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }

@@ -103,12 +103,7 @@ class HostileLayerIT {
       registry.close();
     }
     if (work != null) {
-      for (String line : Files.readAllLines(Path.of("/proc/self/mounts"))) {
-        String target = line.split(" ")[1];
-        if (target.startsWith(work.toString())) {
-          Processes.run(List.of("umount", "-l", target), 30);
-        }
-      }
+      dev.flatpull.snapshotter.overlay.HostMounts.detachAllUnder(work);
       Processes.deleteTree(work);
     }
   }

@@ -183,8 +183,7 @@ class NodeCrashMatrixIT {
     try (Stream<Path> dirs = Files.list(flatpull.root().resolve("snapshots"))) {
       assertEquals(List.of(), dirs.toList(), "round " + round + ": orphaned snapshot directories");
     }
-    List<String> mounts = Files.readAllLines(Path.of("/proc/self/mounts")).stream()
-        .map(l -> l.split(" ")[1]).filter(m -> m.startsWith(flatpull.root().toString())).toList();
+    List<Path> mounts = dev.flatpull.snapshotter.overlay.HostMounts.under(flatpull.root());
     assertEquals(List.of(), mounts, "round " + round + ": mounts left under the root");
     Path blobs = flatpull.root().resolve("cache/sha256");
     if (Files.isDirectory(blobs)) {

@@ -153,8 +153,7 @@ public final class IndexMemoryBenchmark {
         System.out.println("inspect: " + Files.readString(work.resolve("inspect.log")).lines()
             .filter(l -> l.startsWith("1 ") || l.startsWith("0 ")).findFirst().orElse("?"));
       } finally {
-        Processes.run(List.of("sh", "-c", "grep ' " + work + "' /proc/self/mounts | cut -d' ' -f2 | xargs -r umount -l"),
-            30);
+        dev.flatpull.snapshotter.overlay.HostMounts.detachAllUnder(work);
         Processes.deleteTree(work);
       }
     }
