@@ -4,7 +4,6 @@ import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.BoundedInputStream;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
-import dev.flatpull.core.DigestMismatchException;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.tar.TarHeader;
 import dev.flatpull.fetcher.tar.TarReader;

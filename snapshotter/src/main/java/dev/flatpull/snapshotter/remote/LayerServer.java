@@ -90,16 +90,15 @@ public final class LayerServer implements AutoCloseable {
     }
 
     /**
-     * Interrupts every task and waits (a few seconds at most) until they have stopped, so that none still runs when
+     * Interrupts every task and waits (a second per pool at most) until they have stopped, so that none still runs when
      * the cache and the registry clients it uses are closed (a runtime-image lookup did, at a refused mount's exit).
      */
     void shutdown() {
       List<ExecutorService> all = List.of(timer, landing, prefetch, loaders, tocs, decoders);
       all.forEach(ExecutorService::shutdownNow);
-      long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(5);
       try {
         for (ExecutorService e : all) {
-          e.awaitTermination(Math.max(0, deadline - System.nanoTime()), java.util.concurrent.TimeUnit.NANOSECONDS);
+          e.awaitTermination(1, java.util.concurrent.TimeUnit.SECONDS);
         }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
