@@ -49,6 +49,23 @@ public final class RegistryServer implements AutoCloseable {
   }
 
   private static RegistryServer startProcess() throws IOException, InterruptedException {
+    return startProcess("");
+  }
+
+  /**
+   * A pull-through cache of {@code upstream} ({@code http://HOST:PORT}): the distribution registry in proxy mode,
+   * always a plain process, so that it reaches an upstream on the host's loopback. Read-only to clients. Until it holds
+   * a blob it answers a range read of it with {@code 200} and the whole blob, fetched from upstream, and stores the
+   * blob in the background (in Debian's 2.8, also when the client drops the response, and on a {@code HEAD}).
+   */
+  public static RegistryServer startPullThrough(String upstream) throws IOException, InterruptedException {
+    return startProcess("""
+        proxy:
+          remoteurl: %s
+        """.formatted(upstream));
+  }
+
+  private static RegistryServer startProcess(String extraConfig) throws IOException, InterruptedException {
     Path program = Processes.require("docker-registry");
     Path dir = Files.createTempDirectory("flatpull-registry");
     int port = Processes.freePort();
@@ -64,7 +81,7 @@ public final class RegistryServer implements AutoCloseable {
             enabled: true
         http:
           addr: 127.0.0.1:%d
-        """.formatted(dir.resolve("data"), port));
+        """.formatted(dir.resolve("data"), port) + extraConfig);
     Process p = new ProcessBuilder(program.toString(), "serve", config.toString())
         .redirectErrorStream(true).redirectOutput(dir.resolve("registry.log").toFile()).start();
     RegistryServer server = new RegistryServer(p, null, dir, port);

@@ -14,4 +14,10 @@ public interface FetchListener {
 
   /** An attempt failed; {@code willRetry} says whether another attempt follows. */
   default void requestFailed(RequestKind kind, String host, Throwable cause, boolean willRetry) {}
+
+  /**
+   * {@code host} answered a range read with the whole blob; {@code gaveUp} says whether the response was dropped for the
+   * next endpoint, else it was read through to the range.
+   */
+  default void rangeIgnored(String host, boolean gaveUp) {}
 }

@@ -10,6 +10,8 @@ public final class FetchStatistics implements FetchListener {
   private final Map<RequestKind, LongAdder> requests = new EnumMap<>(RequestKind.class);
   private final Map<RequestKind, LongAdder> bytes = new EnumMap<>(RequestKind.class);
   private final LongAdder failures = new LongAdder();
+  private final LongAdder rangesGivenUp = new LongAdder();
+  private final LongAdder rangesReadThrough = new LongAdder();
 
   public FetchStatistics() {
     for (RequestKind k : RequestKind.values()) {
@@ -27,6 +29,21 @@ public final class FetchStatistics implements FetchListener {
   @Override
   public void requestFailed(RequestKind kind, String host, Throwable cause, boolean willRetry) {
     failures.increment();
+  }
+
+  @Override
+  public void rangeIgnored(String host, boolean gaveUp) {
+    (gaveUp ? rangesGivenUp : rangesReadThrough).increment();
+  }
+
+  /** Range reads answered with the whole blob and dropped for the next endpoint. */
+  public long rangesGivenUp() {
+    return rangesGivenUp.sum();
+  }
+
+  /** Range reads answered with the whole blob and read through to the range (no other endpoint, or near the start). */
+  public long rangesReadThrough() {
+    return rangesReadThrough.sum();
   }
 
   public long requests(RequestKind kind) {
@@ -59,6 +76,10 @@ public final class FetchStatistics implements FetchListener {
         sb.append(' ').append(k.name().toLowerCase(java.util.Locale.ROOT)).append('=')
             .append(requests(k)).append('/').append(bytes(k)).append('B');
       }
+    }
+    if (rangesGivenUp() + rangesReadThrough() > 0) {
+      sb.append(" ranges_ignored=").append(rangesGivenUp()).append(" given up/").append(rangesReadThrough())
+          .append(" read through");
     }
     if (failures() > 0) {
       sb.append(" failed_attempts=").append(failures());

@@ -167,8 +167,9 @@ public final class RegistryClient {
 
   /**
    * Reads {@code range} of a blob. Bytes are not verified here (a range has no digest of its own): callers verify the
-   * chunks they extract. A registry that ignores {@code Range} and sends the whole blob (200) is handled by skipping
-   * to the range; a 206 whose {@code Content-Range} does not match the request is a {@link RegistryProtocolException}.
+   * chunks they extract. A mirror that ignores {@code Range} and sends the whole blob (200, as a pull-through cache does
+   * for a blob it does not hold yet) is left for the next endpoint when the range starts far into the blob; the last
+   * endpoint's, or one near the blob's start, is read through to the range. A 206 whose {@code Content-Range} does not match the request is a {@link RegistryProtocolException}.
    */
   public byte[] readRange(Digest blob, ByteRange range) throws IOException {
     if (range.isEmpty()) {
@@ -205,8 +206,8 @@ public final class RegistryClient {
    */
   public <T> T streamRange(Digest blob, ByteRange range, RangeReader<T> reader) throws IOException {
     RegistryHttp.Call call =
-        call(RequestKind.BLOB_RANGE, Capability.PULL, "GET", blobPath(blob), Map.of("Range", range.httpRangeHeader()),
-            null, false);
+        new RegistryHttp.Call(RequestKind.BLOB_RANGE, Capability.PULL, "GET", blobPath(blob),
+            Map.of("Range", range.httpRangeHeader()), null, repository, false, range);
     return http.execute(registry, call, (response, body) -> {
       long skip = 0;
       if (response.code() == 206) {
@@ -362,7 +363,7 @@ public final class RegistryClient {
   private RegistryHttp.Call call(
       RequestKind kind, Capability cap, String method, String path, Map<String, String> headers, RequestBody body,
       boolean push) {
-    return new RegistryHttp.Call(kind, cap, method, path, headers, body, repository, push);
+    return new RegistryHttp.Call(kind, cap, method, path, headers, body, repository, push, null);
   }
 
   static byte[] readAll(InputStream in, long limit, String subject) throws IOException {

@@ -10,6 +10,7 @@ import dev.flatpull.config.RegistryEndpoint.Capability;
 import dev.flatpull.config.RegistryHosts;
 import dev.flatpull.config.RegistrySettings;
 import dev.flatpull.core.BoundedInputStream;
+import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.DigestMismatchException;
 import dev.flatpull.core.SizeLimitExceededException;
 import dev.flatpull.fetcher.oci.ManifestFormatException;
@@ -51,6 +52,11 @@ final class RegistryHttp implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Duration MAX_RETRY_AFTER = Duration.ofSeconds(60);
   private static final String USER_AGENT = "flatpull/0.1";
+  /**
+   * How far into a blob a range may start and still be read through a {@code 200} that carries the whole blob: for
+   * ranges further in, another endpoint serves them with fewer bytes moved.
+   */
+  static final long READ_THROUGH_LIMIT = 256 * 1024;
 
   /** Reads a successful response. May throw; transport exceptions thrown from here are retried. */
   @FunctionalInterface
@@ -64,10 +70,11 @@ final class RegistryHttp implements AutoCloseable {
    * @param path path under the endpoint's API root ({@code /NAME/blobs/DIGEST}), or an absolute URL (an upload
    *     location), which is then only sent to the endpoint it came from
    * @param body replayable body, or null
+   * @param range the blob range a range read asks for (its {@code Range} header is in {@code headers}), or null
    */
   record Call(
       RequestKind kind, Capability capability, String method, String path, Map<String, String> headers,
-      RequestBody body, String repository, boolean push) {
+      RequestBody body, String repository, boolean push, ByteRange range) {
     String scope() {
       return "repository:" + repository + (push ? ":pull,push" : ":pull");
     }
@@ -83,6 +90,7 @@ final class RegistryHttp implements AutoCloseable {
   private final Semaphore permits;
   private final FetchListener listener;
   private final Sleeper sleeper;
+  private final IgnoredRanges ignoredRanges;
 
   RegistryHttp(
       RegistrySettings settings, RegistryHosts hosts, RegistryCredentials credentials, FetchListener listener,
@@ -93,6 +101,7 @@ final class RegistryHttp implements AutoCloseable {
     this.listener = listener;
     this.sleeper = sleeper;
     this.tokens = new BearerTokens(clock);
+    this.ignoredRanges = new IgnoredRanges(clock);
     this.permits = new Semaphore(settings.maxConcurrentRequests(), true);
     this.client =
         new OkHttpClient.Builder()
@@ -109,18 +118,44 @@ final class RegistryHttp implements AutoCloseable {
     this.insecureClient = InsecureTls.derive(client);
   }
 
-  /** Sends {@code call} to each endpoint of {@code host} able to serve it until one succeeds. */
+  /**
+   * Sends {@code call} to each endpoint of {@code host} able to serve it until one succeeds. A range read goes first to
+   * the endpoints that have not lately ignored ranges of its blob, then to those that have: when they are all that is
+   * left, the last one's whole blob is read through to the range.
+   */
   <T> T execute(String host, Call call, ResponseHandler<T> handler) throws IOException {
     List<RegistryEndpoint> candidates = endpoints(host, call.capability());
+    if (call.range() != null) {
+      candidates = rangeOrder(candidates, call.path());
+    }
     RegistryException last = null;
-    for (RegistryEndpoint endpoint : candidates) {
+    RegistryNotFoundException notFound = null;
+    for (int i = 0; i < candidates.size(); i++) {
       try {
-        return executeOn(endpoint, call, handler);
+        return executeOn(candidates.get(i), call, handler, i == candidates.size() - 1);
+      } catch (RegistryNotFoundException e) {
+        notFound = e;
+        last = e;
       } catch (RegistryException e) {
         last = e;
       }
     }
-    throw last;
+    // The referrers API is optional: an endpoint's 404 says it does not serve it, and the tag schema, which travels
+    // through mirrors like any tag, is the way on even when a later endpoint (an unreachable origin) failed otherwise.
+    throw call.kind() == RequestKind.REFERRERS && notFound != null ? notFound : last;
+  }
+
+  private List<RegistryEndpoint> rangeOrder(List<RegistryEndpoint> candidates, String path) {
+    List<RegistryEndpoint> first = new ArrayList<>(candidates.size());
+    List<RegistryEndpoint> later = new ArrayList<>(1);
+    for (RegistryEndpoint e : candidates) {
+      (ignoredRanges.avoid(e.apiRoot(), path) ? later : first).add(e);
+    }
+    if (later.isEmpty()) {
+      return candidates;
+    }
+    first.addAll(later);
+    return first;
   }
 
   /** The first endpoint of {@code host} that can serve {@code capability}; uploads stay on it. */
@@ -147,7 +182,17 @@ final class RegistryHttp implements AutoCloseable {
     return out;
   }
 
+  /** Sends {@code call} to {@code endpoint} only (an upload stays where it started). */
   <T> T executeOn(RegistryEndpoint endpoint, Call call, ResponseHandler<T> handler) throws IOException {
+    return executeOn(endpoint, call, handler, true);
+  }
+
+  /**
+   * @param lastResort no endpoint follows, so a range read answered with the whole blob is read through to the range
+   *     rather than given up
+   */
+  private <T> T executeOn(RegistryEndpoint endpoint, Call call, ResponseHandler<T> handler, boolean lastResort)
+      throws IOException {
     String url = call.path().startsWith("http://") || call.path().startsWith("https://")
         ? call.path()
         : endpoint.apiRoot() + call.path();
@@ -168,7 +213,8 @@ final class RegistryHttp implements AutoCloseable {
         call.headers().forEach(rb::header);
         authorization.ifPresent(a -> rb.header("Authorization", a));
         rb.method(call.method(), call.body());
-        try (Response response = http.newCall(rb.build()).execute()) {
+        okhttp3.Call exchange = http.newCall(rb.build());
+        try (Response response = exchange.execute()) {
           int status = response.code();
           if (status == 401) {
             drain(response);
@@ -195,6 +241,10 @@ final class RegistryHttp implements AutoCloseable {
           } else if (status >= 300) {
             throw new RegistryProtocolException("unexpected response" + errorDetail(response), url, status, null);
           } else {
+            boolean wholeBlobForRange = call.range() != null && status == 200;
+            if (call.range() != null) {
+              rangeAnswered(endpoint, call, status, lastResort, authHost, url, started, exchange);
+            }
             // Unbounded here: each handler applies the limit that fits what it reads.
             BoundedInputStream body = new BoundedInputStream(response.body().byteStream(), url, Long.MAX_VALUE);
             T result;
@@ -202,10 +252,17 @@ final class RegistryHttp implements AutoCloseable {
               result = handler.handle(response, body);
             } finally {
               notifyFinished(call.kind(), authHost, status, body.count(), started);
+              if (wholeBlobForRange) {
+                // Closing would read on to reuse the connection (okhttp discards up to 100 ms of a body, megabytes
+                // on a fast link); the rest of the blob is not wanted, the connection is not.
+                exchange.cancel();
+              }
             }
             return result;
           }
         }
+      } catch (RangeIgnoredException e) {
+        throw e;
       } catch (IOException e) {
         if (!isTransient(e)) {
           notifyFailed(call.kind(), authHost, e, false);
@@ -223,6 +280,37 @@ final class RegistryHttp implements AutoCloseable {
             "gave up after " + attempt + " attempts: " + failure.getMessage(), url, status, failure);
       }
       pause(backoff(attempt, retryAfter));
+    }
+  }
+
+  /**
+   * Remembers whether {@code endpoint} honoured a range read, and gives up a whole-blob answer to a range far into the
+   * blob when another endpoint can serve it. Dropping the response does not stop a pull-through cache's own fill of
+   * the blob (the distribution registry stores it in the background), so the cache is asked again later.
+   */
+  private void rangeAnswered(
+      RegistryEndpoint endpoint, Call call, int status, boolean lastResort, String authHost, String url, long started,
+      okhttp3.Call exchange) throws RangeIgnoredException {
+    if (status == 206) {
+      ignoredRanges.honoured(endpoint.apiRoot(), call.path());
+      return;
+    }
+    if (status != 200) {
+      return;
+    }
+    ignoredRanges.ignored(endpoint.apiRoot(), call.path());
+    boolean giveUp = !lastResort && call.range().offset() > READ_THROUGH_LIMIT;
+    try {
+      listener.rangeIgnored(authHost, giveUp);
+    } catch (RuntimeException ignored) {
+      // A listener must not break fetching.
+    }
+    if (giveUp) {
+      // Cancelled, not closed: closing reads on to keep the connection (see executeOn).
+      exchange.cancel();
+      notifyFinished(call.kind(), authHost, status, 0, started);
+      throw new RangeIgnoredException(
+          "range " + call.range() + " answered with the whole blob; reading it from the next endpoint", url);
     }
   }
 

@@ -487,6 +487,152 @@ class RegistryClientFaultTest {
     }
   }
 
+  /** A client whose registry host has {@code mirror} as its hosts.toml mirror, the test's server as origin. */
+  private RegistryClient mirroredClient(MockWebServer mirror, java.nio.file.Path hosts) throws IOException {
+    String host = server.getHostName() + ":" + server.getPort();
+    java.nio.file.Path dir = java.nio.file.Files.createDirectories(hosts.resolve(host));
+    java.nio.file.Files.writeString(dir.resolve("hosts.toml"), "server = \"http://" + host + "\"\n"
+        + "[host.\"http://127.0.0.1:" + mirror.getPort() + "\"]\n  capabilities = [\"pull\", \"resolve\"]\n");
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(new dev.flatpull.config.RegistrySettings(
+        Optional.of(hosts), Optional.empty(), false, 4, Duration.ofSeconds(2), Duration.ofSeconds(5), 2,
+        Duration.ofMillis(1), Duration.ofMillis(5), 0));
+    clients = new RegistryClients(config, RegistryCredentials.NONE, stats, sleeps::add, () -> now);
+    return clients.client(ImageReference.parse(host + "/team/app:v1"));
+  }
+
+  private static final byte[] BIG = new java.util.Random(7).ints(4 << 20, 0, 256)
+      .collect(java.io.ByteArrayOutputStream::new, (o, b) -> o.write(b), (a, b) -> a.write(b.toByteArray(), 0, b.size()))
+      .toByteArray();
+  private static final Digest BIG_DIGEST = Digest.sha256(BIG);
+
+  private static MockResponse whole(byte[] blob) {
+    return new MockResponse.Builder().code(200).body(new okio.Buffer().write(blob)).build();
+  }
+
+  private static MockResponse partialOf(byte[] blob, ByteRange r) {
+    return new MockResponse.Builder().code(206)
+        .setHeader("Content-Range", "bytes " + r.offset() + "-" + (r.end() - 1) + "/" + blob.length)
+        .body(new okio.Buffer().write(java.util.Arrays.copyOfRange(blob, (int) r.offset(), (int) r.end()))).build();
+  }
+
+  private static byte[] slice(byte[] blob, ByteRange r) {
+    return java.util.Arrays.copyOfRange(blob, (int) r.offset(), (int) r.end());
+  }
+
+  @Test
+  void readRange_mirrorSendsWholeBlobForATailRange_givesItUpReadsTheOriginAndAsksTheMirrorAgainLater(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      RegistryClient c = mirroredClient(mirror, hosts);
+      ByteRange tail = new ByteRange(BIG.length - 51, 51);
+      mirror.enqueue(whole(BIG));
+      server.enqueue(partialOf(BIG, tail));
+      assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+      assertEquals(1, mirror.getRequestCount());
+      assertEquals(1, server.getRequestCount(), "the range went to the origin");
+      assertEquals(1, stats.rangesGivenUp());
+      assertTrue(stats.bytes(RequestKind.BLOB_RANGE) < 1024, "the whole blob was not read: " + stats);
+
+      ByteRange middle = new ByteRange(2 << 20, 4096);
+      server.enqueue(partialOf(BIG, middle));
+      assertArrayEquals(slice(BIG, middle), c.readRange(BIG_DIGEST, middle));
+      assertEquals(1, mirror.getRequestCount(), "while the mirror fills its cache, the blob's ranges skip it");
+      assertEquals(2, server.getRequestCount());
+
+      now = now.plus(IgnoredRanges.FIRST_RETRY).plusSeconds(1);
+      mirror.enqueue(partialOf(BIG, middle));
+      assertArrayEquals(slice(BIG, middle), c.readRange(BIG_DIGEST, middle));
+      assertEquals(2, mirror.getRequestCount(), "after the back-off the mirror is asked again");
+      mirror.enqueue(partialOf(BIG, tail));
+      assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+      assertEquals(3, mirror.getRequestCount(), "a mirror that honoured a range keeps the blob's ranges");
+      assertEquals(2, server.getRequestCount());
+    }
+  }
+
+  @Test
+  void readRange_mirrorKeepsIgnoringRanges_backOffDoubles(@org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts)
+      throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      RegistryClient c = mirroredClient(mirror, hosts);
+      ByteRange tail = new ByteRange(BIG.length - 51, 51);
+      for (int round = 0; round < 2; round++) {
+        mirror.enqueue(whole(BIG));
+        server.enqueue(partialOf(BIG, tail));
+        assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+        now = now.plus(IgnoredRanges.FIRST_RETRY).plusSeconds(1);
+      }
+      assertEquals(2, mirror.getRequestCount());
+      server.enqueue(partialOf(BIG, tail));
+      assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+      assertEquals(2, mirror.getRequestCount(), "the second refusal doubled the wait beyond the first back-off");
+      assertEquals(2, stats.rangesGivenUp());
+    }
+  }
+
+  @Test
+  void readRange_mirrorSendsWholeBlobForARangeNearTheStart_readsThroughIt(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      RegistryClient c = mirroredClient(mirror, hosts);
+      ByteRange head = new ByteRange(1000, 2000);
+      mirror.enqueue(whole(BIG));
+      assertArrayEquals(slice(BIG, head), c.readRange(BIG_DIGEST, head));
+      assertEquals(0, server.getRequestCount(), "a range near the start costs no more than another request");
+      assertEquals(1, stats.rangesReadThrough());
+    }
+  }
+
+  @Test
+  void readRange_originDownAndMirrorIgnoringRanges_readsThroughTheMirror(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      RegistryClient c = mirroredClient(mirror, hosts);
+      ByteRange tail = new ByteRange(BIG.length - 51, 51);
+      mirror.enqueue(whole(BIG));
+      server.enqueue(partialOf(BIG, tail));
+      c.readRange(BIG_DIGEST, tail);
+      server.enqueue(new MockResponse.Builder().code(503).build());
+      server.enqueue(new MockResponse.Builder().code(503).build());
+      mirror.enqueue(whole(BIG));
+      assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail),
+          "with the origin away, the mirror's whole blob is the only way to the range");
+      assertEquals(1, stats.rangesReadThrough());
+    }
+  }
+
+  @Test
+  void readRange_originIgnoresRangeFarIntoTheBlob_readsThroughItAsTheLastResort() throws Exception {
+    RegistryClient c = client();
+    ByteRange tail = new ByteRange(BIG.length - 51, 51);
+    server.enqueue(whole(BIG));
+    assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+    assertEquals(1, stats.rangesReadThrough());
+  }
+
+  @Test
+  void referrersApi_mirrorWithoutTheApiAndTheOriginAway_saysNoApiSoTheTagSchemaIsTried(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      RegistryClient c = mirroredClient(mirror, hosts);
+      mirror.enqueue(new MockResponse.Builder().code(404).build());
+      server.enqueue(new MockResponse.Builder().code(503).build());
+      server.enqueue(new MockResponse.Builder().code(503).build());
+      assertTrue(c.referrersApi(BLOB_DIGEST).isEmpty());
+      assertEquals(2, server.getRequestCount(), "the origin was asked, with its retries");
+      server.enqueue(new MockResponse.Builder().code(503).build());
+      server.enqueue(new MockResponse.Builder().code(503).build());
+      mirror.enqueue(new MockResponse.Builder().code(404).build());
+      assertThrows(RegistryUnavailableException.class, () -> c.fetchManifest("v1"),
+          "for anything but the optional referrers API, an origin away is not a 'not found'");
+    }
+  }
+
   private static byte[] manifestJson() {
     return ("{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"config\":{\"mediaType\":\""
         + MediaTypes.OCI_CONFIG + "\",\"digest\":\"" + BLOB_DIGEST + "\",\"size\":36},\"layers\":[{\"mediaType\":\""

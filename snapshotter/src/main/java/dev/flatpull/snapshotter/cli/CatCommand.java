@@ -70,6 +70,11 @@ final class CatCommand implements Callable<Integer> {
             statistics.requests(RequestKind.BLOB), statistics.requests(RequestKind.BLOB_RANGE),
             statistics.totalBytes(), statistics.bytes(RequestKind.BLOB_RANGE), layerBytes,
             layerBytes == 0 ? 0.0 : (double) statistics.totalBytes() / layerBytes);
+        if (statistics.rangesGivenUp() + statistics.rangesReadThrough() > 0) {
+          System.err.printf(java.util.Locale.ROOT,
+              "ranges answered with the whole blob: %d given up for the next endpoint, %d read through%n",
+              statistics.rangesGivenUp(), statistics.rangesReadThrough());
+        }
       }
     } finally {
       deleteTree(work);

@@ -120,6 +120,14 @@ public final class ManagerMeters implements RemoteLayerMetrics {
     }
     FunctionCounter.builder("flatpull.registry.failures", f, FetchStatistics::failures)
         .description("Registry requests that failed (retried or not)").register(registry);
+    FunctionCounter.builder("flatpull.registry.ranges.ignored", f, FetchStatistics::rangesGivenUp)
+        .tag("action", "given_up")
+        .description("Range reads a registry answered with the whole blob, by what was done with the response")
+        .register(registry);
+    FunctionCounter.builder("flatpull.registry.ranges.ignored", f, FetchStatistics::rangesReadThrough)
+        .tag("action", "read_through")
+        .description("Range reads a registry answered with the whole blob, by what was done with the response")
+        .register(registry);
   }
 
   private void cacheCounter(String name, String tier, Supplier<CacheStats> stats, ToDoubleFunction<CacheStats> f) {
