@@ -4,6 +4,7 @@ import dev.flatpull.config.ConfigException;
 import dev.flatpull.config.ContainerdConfig;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.snapshotter.grpc.SnapshotsProbe;
+import dev.flatpull.snapshotter.overlay.HostMounts;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -20,7 +21,9 @@ import picocli.CommandLine.Option;
     description = {"Check that this host can run flatpull and that containerd is configured to use it: root,",
         "/dev/fuse, fusermount, libfuse2, overlayfs, containerd's proxy plugin for flatpull's socket and, for",
         "Kubernetes, CRI's disable_snapshot_annotations = false (with its default, true, CRI passes no image labels",
-        "and lazy pulling silently does not happen). Exit status 0 when nothing failed, 1 otherwise."})
+        "and lazy pulling silently does not happen); that the mounts it makes reach containerd (the same mount",
+        "namespace, or a shared mount: a pod's hostPath needs mountPropagation: Bidirectional), and what a pod",
+        "restart would do. Exit status 0 when nothing failed, 1 otherwise."})
 final class DoctorCommand implements Callable<Integer> {
   @Mixin GlobalOptions global;
 
@@ -43,6 +46,7 @@ final class DoctorCommand implements Callable<Integer> {
     check(readFirst(Path.of("/proc/filesystems"), "overlay").isPresent(), "overlayfs is available",
         "overlayfs is not in /proc/filesystems (modprobe overlay)");
     containerd(config.snapshotter().socket());
+    mountNamespace(config.root());
     try {
       long n = SnapshotsProbe.count(config.snapshotter().socket());
       out.println("ok    flatpull answers on " + config.snapshotter().socket() + " (" + n + " snapshots)");
@@ -80,6 +84,66 @@ final class DoctorCommand implements Callable<Integer> {
           + " lazy pulling silently does not happen; set it to false in [plugins.\"io.containerd.grpc.v1.cri\".containerd]");
     } else {
       out.println("ok    CRI uses \"" + name.get() + "\" and passes image labels (disable_snapshot_annotations = false)");
+    }
+  }
+
+  /**
+   * containerd mounts the overlays of the snapshots flatpull prepares, over FUSE mounts flatpull makes under its root:
+   * they must be visible in containerd's mount namespace. In the same namespace they are; in another one (a pod) only
+   * when the root is a shared mount, which is what Kubernetes' {@code mountPropagation: Bidirectional} makes.
+   */
+  private void mountNamespace(Path root) {
+    if (System.getenv("KUBERNETES_SERVICE_HOST") != null) {
+      out.println("warn  running in a Kubernetes pod: the FUSE manager ends with the pod, and containers whose layers"
+          + " it serves lose their root file systems; drain the node before this pod restarts (docs/kubernetes.md)");
+    }
+    HostMounts.Propagation propagation;
+    try {
+      propagation = HostMounts.propagationOf(root);
+    } catch (IOException e) {
+      fail("cannot read /proc/self/mountinfo: " + e.getMessage());
+      return;
+    }
+    Optional<ProcessHandle> containerd = ProcessHandle.allProcesses()
+        .filter(p -> p.info().command().map(c -> Path.of(c).getFileName().toString().equals("containerd")).orElse(false))
+        .findFirst();
+    String advice = "; in Kubernetes give its hostPath volume mountPropagation: Bidirectional (docs/kubernetes.md),"
+        + " elsewhere mount --make-rshared it in containerd's namespace";
+    if (containerd.isPresent()) {
+      long pid = containerd.get().pid();
+      Optional<Path> ours = readLink(Path.of("/proc/self/ns/mnt"));
+      Optional<Path> theirs = readLink(Path.of("/proc/" + pid + "/ns/mnt"));
+      if (ours.isPresent() && ours.equals(theirs)) {
+        out.println("ok    flatpull and containerd (pid " + pid + ") share a mount namespace");
+        return;
+      }
+      boolean reaches;
+      try {
+        reaches = HostMounts.reaches(propagation.peerGroup(), Files.readAllLines(Path.of("/proc/" + pid + "/mountinfo")));
+      } catch (IOException e) {
+        fail("containerd (pid " + pid + ") runs in another mount namespace, whose mount table is unreadable: "
+            + e.getMessage());
+        return;
+      }
+      check(reaches, root + " is " + propagation + " with containerd's mount namespace (pid " + pid
+          + "): the mounts flatpull makes there reach containerd",
+          "containerd (pid " + pid + ") runs in another mount namespace, and " + root + " (" + propagation
+              + ") does not propagate to it: containerd will not see the mounts flatpull makes there" + advice);
+    } else if (propagation.shared()) {
+      out.println("ok    " + root + " is " + propagation + " (containerd's process is not visible from here to check"
+          + " that it is in the same group)");
+    } else {
+      out.println("warn  containerd's process is not visible from here (not running, or a pod without hostPID), and "
+          + root + " is a " + propagation + " mount: if containerd runs in another mount namespace it will not see the"
+          + " mounts flatpull makes there" + advice);
+    }
+  }
+
+  private static Optional<Path> readLink(Path link) {
+    try {
+      return Optional.of(Files.readSymbolicLink(link));
+    } catch (IOException | UnsupportedOperationException e) {
+      return Optional.empty();
     }
   }
 

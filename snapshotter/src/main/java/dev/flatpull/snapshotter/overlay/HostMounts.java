@@ -35,6 +35,79 @@ public final class HostMounts {
     return under(dir).contains(dir.toAbsolutePath().normalize());
   }
 
+  /**
+   * How mounts made below a mount point reach other mount namespaces ({@code mount --make-shared} and kin).
+   *
+   * @param peerGroup the shared peer group ({@code shared:N}) the mount belongs to, 0 when it is not shared
+   * @param master the peer group it receives mounts from ({@code master:N}), 0 when none
+   */
+  public record Propagation(int peerGroup, int master) {
+    public boolean shared() {
+      return peerGroup > 0;
+    }
+
+    @Override
+    public String toString() {
+      return peerGroup > 0 ? "shared (peer group " + peerGroup + ")" : master > 0 ? "slave" : "private";
+    }
+  }
+
+  /** The propagation of the mount that holds {@code dir}, from {@code /proc/self/mountinfo}. */
+  public static Propagation propagationOf(Path dir) throws IOException {
+    return propagationOf(dir, Files.readAllLines(Path.of("/proc/self/mountinfo")));
+  }
+
+  /**
+   * The propagation of the mount that holds {@code dir} in {@code mountinfo} lines ({@code proc(5)}: ID PARENT
+   * MAJOR:MINOR ROOT MOUNT-POINT OPTIONS [OPTIONAL-FIELDS...] - TYPE SOURCE SUPER-OPTIONS). The deepest mount point
+   * at or above {@code dir} holds it; of equal ones the later, which covers the earlier.
+   */
+  public static Propagation propagationOf(Path dir, List<String> mountinfo) {
+    Path target = dir.toAbsolutePath().normalize();
+    Path best = null;
+    Propagation found = new Propagation(0, 0);
+    for (String line : mountinfo) {
+      String[] f = line.split(" ");
+      if (f.length < 7) {
+        continue;
+      }
+      Path point = Path.of(unescape(f[4]));
+      if (target.startsWith(point) && (best == null || point.getNameCount() >= best.getNameCount())) {
+        best = point;
+        found = optionalFields(f);
+      }
+    }
+    return found;
+  }
+
+  /** Whether a mount of {@code mountinfo} (another process's) is a peer or a slave of {@code peerGroup}. */
+  public static boolean reaches(int peerGroup, List<String> mountinfo) {
+    for (String line : mountinfo) {
+      Propagation p = optionalFields(line.split(" "));
+      if (peerGroup > 0 && (p.peerGroup() == peerGroup || p.master() == peerGroup)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static Propagation optionalFields(String[] f) {
+    int shared = 0;
+    int master = 0;
+    for (int i = 6; i < f.length && !f[i].equals("-"); i++) {
+      try {
+        if (f[i].startsWith("shared:")) {
+          shared = Integer.parseInt(f[i].substring("shared:".length()));
+        } else if (f[i].startsWith("master:")) {
+          master = Integer.parseInt(f[i].substring("master:".length()));
+        }
+      } catch (NumberFormatException e) {
+        // Not a propagation field.
+      }
+    }
+    return new Propagation(shared, master);
+  }
+
   /** Detaches {@code mountPoint} now, even while files in it are open ({@code umount -l}). */
   public static void detach(Path mountPoint) throws IOException {
     run("umount", "-l", mountPoint.toString());
@@ -61,7 +134,7 @@ public final class HostMounts {
     }
   }
 
-  // /proc/self/mounts escapes space, tab, newline and backslash as octal.
+  // /proc/self/mounts and mountinfo escape space, tab, newline and backslash as octal.
   private static String unescape(String s) {
     if (s.indexOf('\\') < 0) {
       return s;
