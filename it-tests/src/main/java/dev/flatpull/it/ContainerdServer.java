@@ -45,21 +45,51 @@ public final class ContainerdServer implements AutoCloseable {
         """.formatted(name, socket));
   }
 
+  /**
+   * Starts containerd with its CRI plugin (what the kubelet talks to) on, using flatpull as proxy snapshotter
+   * "flatpull" for CRI's pulls with image labels passed ({@code disable_snapshot_annotations = false}), and
+   * {@code registry} ({@code HOST:PORT}) reached over plain HTTP through a {@code hosts.toml}. CRI works in the
+   * {@code k8s.io} namespace. No CNI is configured: images pull, pod sandboxes would not start.
+   */
+  public static ContainerdServer withFlatpullForCri(Path flatpullSocket, String registry)
+      throws IOException, InterruptedException {
+    Path dir = Files.createTempDirectory("flatpull-containerd");
+    Path hosts = Files.createDirectories(dir.resolve("certs.d").resolve(registry));
+    Files.writeString(hosts.resolve("hosts.toml"), "server = \"http://%s\"\n".formatted(registry));
+    return start(dir, false, """
+        [proxy_plugins]
+          [proxy_plugins.flatpull]
+            type = "snapshot"
+            address = "%s"
+        [plugins."io.containerd.grpc.v1.cri"]
+          [plugins."io.containerd.grpc.v1.cri".containerd]
+            snapshotter = "flatpull"
+            disable_snapshot_annotations = false
+          [plugins."io.containerd.grpc.v1.cri".registry]
+            config_path = "%s"
+        """.formatted(flatpullSocket, dir.resolve("certs.d")));
+  }
+
   private static ContainerdServer start(String extraToml) throws IOException, InterruptedException {
+    return start(Files.createTempDirectory("flatpull-containerd"), true, extraToml);
+  }
+
+  private static ContainerdServer start(Path dir, boolean disableCri, String extraToml)
+      throws IOException, InterruptedException {
     Path containerd = Processes.require("containerd");
     Path ctr = Processes.require("ctr-remote");
-    Path dir = Files.createTempDirectory("flatpull-containerd");
     Path socket = dir.resolve("containerd.sock");
     Path config = dir.resolve("config.toml");
     Files.writeString(config, """
         version = 2
         root = "%s"
         state = "%s"
-        disabled_plugins = ["io.containerd.grpc.v1.cri"]
+        %s
         [grpc]
           address = "%s"
         %s
-        """.formatted(dir.resolve("root"), dir.resolve("state"), socket, extraToml));
+        """.formatted(dir.resolve("root"), dir.resolve("state"),
+        disableCri ? "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]" : "", socket, extraToml));
     Process p = new ProcessBuilder(containerd.toString(), "--config", config.toString())
         .redirectErrorStream(true).redirectOutput(dir.resolve("containerd.log").toFile()).start();
     ContainerdServer server = new ContainerdServer(p, dir, socket, ctr);
@@ -79,7 +109,12 @@ public final class ContainerdServer implements AutoCloseable {
 
   /** Runs {@code ctr-remote -a SOCKET --namespace flatpull-it ARGS}. */
   public Processes.Result ctr(String... args) throws IOException, InterruptedException {
-    List<String> cmd = new ArrayList<>(List.of(ctr.toString(), "-a", socket.toString(), "--namespace", NAMESPACE));
+    return ctrIn(NAMESPACE, args);
+  }
+
+  /** Runs {@code ctr-remote -a SOCKET --namespace NAMESPACE ARGS}. */
+  public Processes.Result ctrIn(String namespace, String... args) throws IOException, InterruptedException {
+    List<String> cmd = new ArrayList<>(List.of(ctr.toString(), "-a", socket.toString(), "--namespace", namespace));
     cmd.addAll(List.of(args));
     return Processes.run(cmd, 300);
   }
