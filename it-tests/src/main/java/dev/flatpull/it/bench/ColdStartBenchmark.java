@@ -61,9 +61,6 @@ import java.util.Optional;
  */
 public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
-  private static final List<String> PYTHON = List.of("/usr/bin/python3", "-c",
-      "import json, http.server, email.parser, urllib.request, decimal, logging, argparse");
-  private static final List<String> NGINX = List.of("/usr/sbin/nginx", "-g", "daemon off;");
   /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-baseline", "runtime-image",
       "runtime-image-landing", "stargz");
@@ -222,7 +219,7 @@ public final class ColdStartBenchmark {
         }
         if (formats.contains("ctr-remote-opt")) {
           progress("optimizing " + image + " for its workload with ctr-remote image optimize");
-          List<String> cmd = image.equals("python") ? PYTHON : NGINX;
+          List<String> cmd = Workload.command(image);
           // The workload runs in a sandbox for --period seconds (or until it exits): nginx is killed after it. The
           // smoke run compresses at level 1 (level 9, ctr-remote's default, takes about a minute on 2 cores).
           containerd.ctrOk("image", "optimize", "--oci", "--period", "5", "--estargz-compression-level",
@@ -244,14 +241,14 @@ public final class ColdStartBenchmark {
         link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
         progress("recording " + image + " on " + f + " and pushing its runtime image");
         String ref = link.address() + "/bench/" + image + ":" + TAGS.get(f);
-        recordRuntimeImage(image, ref);
+        Workload.recordRuntimeImage(image, ref);
         runtimeImages.put(f, runtimeImageBytes(ref));
       }
     }
     return new ColdStartReport.ImageSizes(image, compressed, runtimeImages);
   }
 
-  private static long compressedBytes(String ref) throws IOException {
+  static long compressedBytes(String ref) throws IOException {
     Cli.Run r = Cli.inProcess("inspect", "--plain-http", "--json", ref);
     if (r.exitCode() != 0) {
       throw new IOException("inspect " + ref + " failed: " + r.stderr());
@@ -454,30 +451,12 @@ public final class ColdStartBenchmark {
     }
   }
 
-  /** Creates the container: its root file system's snapshot (on the image's layers) and its spec. */
   private static void create(Node node, String image, String ref, String id) throws IOException, InterruptedException {
-    List<String> cmd = new ArrayList<>(List.of("container", "create", "--snapshotter", node.snapshotter()));
-    if (image.equals("http")) {
-      cmd.add("--net-host");
-    }
-    cmd.addAll(List.of(ref, id));
-    if (image.equals("python")) {
-      // ctr's create has a -c flag of its own (a spec file), which python's -c would be taken for without "--"; but
-      // after a boolean flag such as --net-host, ctr 1.6 takes "--" for the container's id (docs/development.md).
-      cmd.add("--");
-    }
-    cmd.addAll(image.equals("python") ? PYTHON : NGINX);
-    node.containerd().ctrOk(cmd.toArray(String[]::new));
+    Workload.create(node.containerd(), node.snapshotter(), image, ref, id);
   }
 
-  /** Starts the task and returns at readiness: python's exit (status 0), nginx's first HTTP 200. */
   private static void start(Node node, String image, String id) throws IOException, InterruptedException {
-    if (image.equals("python")) {
-      node.containerd().ctrOk("task", "start", id);
-    } else {
-      node.containerd().ctrOk("task", "start", "-d", id);
-      Processes.awaitHttp200("http://127.0.0.1:80/", Duration.ofSeconds(120));
-    }
+    Workload.start(node.containerd(), image, id);
   }
 
   private static final java.util.regex.Pattern MOUNT_TIMES = java.util.regex.Pattern.compile(
@@ -500,22 +479,6 @@ public final class ColdStartBenchmark {
           || l.contains("runtime image ")).forEach(l -> progress("  " + l));
     } catch (IOException e) {
       progress("  no log: " + e);
-    }
-  }
-
-  /** Records the image's service (as the benchmark starts it) on a node of its own, and pushes its runtime image. */
-  private static void recordRuntimeImage(String image, String ref) throws Exception {
-    try (FlatpullDaemon d = FlatpullDaemon.start("");
-        ContainerdServer c = ContainerdServer.withFlatpull(d.socket())) {
-      List<String> args = new ArrayList<>(List.of("record", "--config", d.config().toString(), "--plain-http",
-          "--containerd-address", c.socket().toString(), "--namespace", ContainerdServer.NAMESPACE,
-          "--out", Files.createTempFile("bench", ".fptrace").toString(), "--push-runtime-image", "--probe",
-          image.equals("python") ? "exit" : "http://127.0.0.1:80/", ref, "--"));
-      args.addAll(image.equals("python") ? PYTHON : NGINX);
-      Cli.Run r = Cli.inProcess(args.toArray(String[]::new));
-      if (r.exitCode() != 0) {
-        throw new IOException("recording " + image + " failed: " + r.stderr());
-      }
     }
   }
 
