@@ -120,19 +120,22 @@ final class RegistryHttp implements AutoCloseable {
 
   /**
    * Sends {@code call} to each endpoint of {@code host} able to serve it until one succeeds. A range read goes first to
-   * the endpoints that have not lately ignored ranges of its blob, then to those that have: when they are all that is
-   * left, the last one's whole blob is read through to the range.
+   * the endpoints that have not lately ignored ranges of its blob, then to those that have: the last one's whole blob
+   * is read through to the range, and so is the first one's when all of them ignored ranges lately.
    */
   <T> T execute(String host, Call call, ResponseHandler<T> handler) throws IOException {
     List<RegistryEndpoint> candidates = endpoints(host, call.capability());
+    // When every endpoint ignored this blob's ranges lately, one of them must be read through: the first that answers.
+    boolean readThrough = false;
     if (call.range() != null) {
-      candidates = rangeOrder(candidates, call.path());
+      readThrough = candidates.stream().allMatch(e -> ignoredRanges.avoid(e.apiRoot(), call.path()));
+      candidates = readThrough ? candidates : rangeOrder(candidates, call.path());
     }
     RegistryException last = null;
     RegistryNotFoundException notFound = null;
     for (int i = 0; i < candidates.size(); i++) {
       try {
-        return executeOn(candidates.get(i), call, handler, i == candidates.size() - 1);
+        return executeOn(candidates.get(i), call, handler, readThrough || i == candidates.size() - 1);
       } catch (RegistryNotFoundException e) {
         notFound = e;
         last = e;

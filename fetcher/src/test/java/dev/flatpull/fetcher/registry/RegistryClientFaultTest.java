@@ -606,6 +606,25 @@ class RegistryClientFaultTest {
   }
 
   @Test
+  void readRange_mirrorAndOriginBothIgnoringRanges_readsThroughTheFirstWithoutAskingInVain(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
+    try (MockWebServer mirror = new MockWebServer()) {
+      mirror.start();
+      RegistryClient c = mirroredClient(mirror, hosts);
+      ByteRange tail = new ByteRange(BIG.length - 51, 51);
+      mirror.enqueue(whole(BIG));
+      server.enqueue(whole(BIG));
+      assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+      mirror.enqueue(whole(BIG));
+      assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
+      assertEquals(2, mirror.getRequestCount());
+      assertEquals(1, server.getRequestCount(), "the second read was read through at the mirror, not given up there");
+      assertEquals(1, stats.rangesGivenUp());
+      assertEquals(2, stats.rangesReadThrough());
+    }
+  }
+
+  @Test
   void readRange_originIgnoresRangeFarIntoTheBlob_readsThroughItAsTheLastResort() throws Exception {
     RegistryClient c = client();
     ByteRange tail = new ByteRange(BIG.length - 51, 51);
