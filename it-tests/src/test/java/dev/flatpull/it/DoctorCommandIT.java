@@ -100,15 +100,7 @@ class DoctorCommandIT {
 
   @Test
   void aGoodConfiguration_passes() throws Exception {
-    Cli.Run r = doctor("""
-        version = 2
-        [proxy_plugins.flatpull]
-          type = "snapshot"
-          address = "%s"
-        [plugins."io.containerd.grpc.v1.cri".containerd]
-          snapshotter = "flatpull"
-          disable_snapshot_annotations = false
-        """);
+    Cli.Run r = doctor(GOOD);
     assertEquals(0, r.exitCode(), r.out());
     assertTrue(r.out().contains("no problems found"), r.out());
     assertTrue(r.out().contains("warn  flatpull does not answer"), r.out());
