@@ -15,12 +15,17 @@ class DoctorCommandIT {
 
   private Cli.Run doctor(String containerdToml) throws Exception {
     Processes.requireFuse();
+    return Cli.inProcess(doctorArguments(containerdToml, dir.resolve("root")).toArray(String[]::new));
+  }
+
+  /** {@code doctor} with flatpull's configuration (ROOT, a socket in the test's directory) and containerd's. */
+  private List<String> doctorArguments(String containerdToml, Path root) throws Exception {
     Path flatpull = dir.resolve("flatpull.toml");
-    Files.writeString(flatpull, "root = \"%s\"\n[snapshotter]\nsocket = \"%s\"\n".formatted(dir.resolve("root"),
+    Files.writeString(flatpull, "root = \"%s\"\n[snapshotter]\nsocket = \"%s\"\n".formatted(root,
         dir.resolve("flatpull.sock")));
     Path containerd = dir.resolve("containerd.toml");
     Files.writeString(containerd, containerdToml.formatted(dir.resolve("flatpull.sock")));
-    return Cli.inProcess("doctor", "--config", flatpull.toString(), "--containerd-config", containerd.toString());
+    return List.of("doctor", "--config", flatpull.toString(), "--containerd-config", containerd.toString());
   }
 
   @Test
@@ -58,15 +63,12 @@ class DoctorCommandIT {
 
   /** {@code bin/flatpull doctor} in a mount namespace of its own, as in a pod, made by {@code unshare}. */
   private Processes.Result doctorUnshared(String propagation, Path root) throws Exception {
-    Path flatpull = dir.resolve("flatpull.toml");
-    Files.writeString(flatpull, "root = \"%s\"\n[snapshotter]\nsocket = \"%s\"\n".formatted(root,
-        dir.resolve("flatpull.sock")));
-    Path containerd = dir.resolve("containerd.toml");
-    Files.writeString(containerd, GOOD.formatted(dir.resolve("flatpull.sock")));
     Path launcher = Path.of(System.getProperty("flatpull.root", "..")).toAbsolutePath().normalize()
         .resolve("bin/flatpull");
-    return Processes.run(List.of("unshare", "--mount", "--propagation", propagation, launcher.toString(), "doctor",
-        "--config", flatpull.toString(), "--containerd-config", containerd.toString()), 120);
+    List<String> cmd = new java.util.ArrayList<>(List.of("unshare", "--mount", "--propagation", propagation,
+        launcher.toString()));
+    cmd.addAll(doctorArguments(GOOD, root));
+    return Processes.run(cmd, 120);
   }
 
   @Test

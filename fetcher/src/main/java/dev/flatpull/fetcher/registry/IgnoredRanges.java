@@ -32,6 +32,9 @@ final class IgnoredRanges {
 
   /** Whether range reads of {@code path} should skip {@code endpoint} (its API root) for now. */
   boolean avoid(String endpoint, String path) {
+    if (avoided.isEmpty()) {
+      return false; // no mirror ignored a range: every range read asks, so this stays free
+    }
     Avoid a = avoided.get(new Key(endpoint, path));
     return a != null && clock.instant().isBefore(a.until());
   }

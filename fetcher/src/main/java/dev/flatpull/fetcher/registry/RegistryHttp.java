@@ -125,11 +125,19 @@ final class RegistryHttp implements AutoCloseable {
    */
   <T> T execute(String host, Call call, ResponseHandler<T> handler) throws IOException {
     List<RegistryEndpoint> candidates = endpoints(host, call.capability());
-    // When every endpoint ignored this blob's ranges lately, one of them must be read through: the first that answers.
     boolean readThrough = false;
     if (call.range() != null) {
-      readThrough = candidates.stream().allMatch(e -> ignoredRanges.avoid(e.apiRoot(), call.path()));
-      candidates = readThrough ? candidates : rangeOrder(candidates, call.path());
+      List<RegistryEndpoint> honouring = new ArrayList<>(candidates.size());
+      List<RegistryEndpoint> ignoring = new ArrayList<>(1);
+      for (RegistryEndpoint e : candidates) {
+        (ignoredRanges.avoid(e.apiRoot(), call.path()) ? ignoring : honouring).add(e);
+      }
+      // When every endpoint ignored this blob's ranges lately, one must be read through: the first that answers.
+      readThrough = honouring.isEmpty();
+      if (!readThrough && !ignoring.isEmpty()) {
+        honouring.addAll(ignoring);
+        candidates = honouring;
+      }
     }
     RegistryException last = null;
     RegistryNotFoundException notFound = null;
@@ -146,19 +154,6 @@ final class RegistryHttp implements AutoCloseable {
     // The referrers API is optional: an endpoint's 404 says it does not serve it, and the tag schema, which travels
     // through mirrors like any tag, is the way on even when a later endpoint (an unreachable origin) failed otherwise.
     throw call.kind() == RequestKind.REFERRERS && notFound != null ? notFound : last;
-  }
-
-  private List<RegistryEndpoint> rangeOrder(List<RegistryEndpoint> candidates, String path) {
-    List<RegistryEndpoint> first = new ArrayList<>(candidates.size());
-    List<RegistryEndpoint> later = new ArrayList<>(1);
-    for (RegistryEndpoint e : candidates) {
-      (ignoredRanges.avoid(e.apiRoot(), path) ? later : first).add(e);
-    }
-    if (later.isEmpty()) {
-      return candidates;
-    }
-    first.addAll(later);
-    return first;
   }
 
   /** The first endpoint of {@code host} that can serve {@code capability}; uploads stay on it. */

@@ -79,9 +79,7 @@ class RegistryClientFaultTest {
   }
 
   private static MockResponse partial(int from, int to) {
-    return new MockResponse.Builder().code(206)
-        .setHeader("Content-Range", "bytes " + from + "-" + (to - 1) + "/" + BLOB.length)
-        .body(new String(BLOB, from, to - from, StandardCharsets.US_ASCII)).build();
+    return partialOf(BLOB, ByteRange.between(from, to));
   }
 
   private static MockResponse bearerChallenge(String realm) {
