@@ -214,7 +214,26 @@ public final class FlatpullDaemon implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
+    keepLogs();
     Processes.deleteTree(dir);
+  }
+
+  /**
+   * With {@code FLATPULL_IT_LOGS=DIR} in the environment, the daemon's and the FUSE manager's logs are copied there before the node is
+   * deleted (one directory per node), to see where a benchmark's start went.
+   */
+  private void keepLogs() throws IOException {
+    String to = System.getenv().getOrDefault("FLATPULL_IT_LOGS", "");
+    if (to.isEmpty()) {
+      return;
+    }
+    Path out = Files.createDirectories(Path.of(to)).resolve(dir.getFileName());
+    Files.createDirectories(out);
+    try (var s = Files.walk(dir, 3)) {
+      for (Path p : s.filter(p -> p.getFileName().toString().endsWith(".log") && Files.isRegularFile(p)).toList()) {
+        Files.copy(p, out.resolve(p.getFileName()), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+      }
+    }
   }
 
   static Path jar() throws IOException {
