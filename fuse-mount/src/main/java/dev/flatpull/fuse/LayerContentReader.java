@@ -8,6 +8,9 @@ import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.pagecache.Reservation;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -214,6 +217,28 @@ public final class LayerContentReader {
     return all;
   }
 
+  /** A needed chunk's content; one that arrived garbled (a proxy, a network) is fetched again, with retries. */
+  private VerifiedContent arrived(LayerEntry file, LayerChunk c, CompletableFuture<VerifiedContent> f)
+      throws IOException {
+    try {
+      return LazyLayer.join(f);
+    } catch (dev.flatpull.core.DigestMismatchException | dev.flatpull.fetcher.layer.LayerFormatException corrupt) {
+      return layer.fetch(file, List.of(c)).get(c);
+    }
+  }
+
+  private static void fillOrAbandon(Reservation r, VerifiedContent content) {
+    if (content == null) {
+      r.abandon();
+      return;
+    }
+    try {
+      r.fill(content);
+    } catch (IOException | RuntimeException e) {
+      r.abandon();
+    }
+  }
+
   /** Nothing verified to offer: a page the source named is neither cached nor arriving. */
   private static final class NoPage extends IOException {
     NoPage() {
@@ -301,18 +326,42 @@ public final class LayerContentReader {
       }
     }
     if (!mine.isEmpty()) {
-      Map<LayerChunk, VerifiedContent> fetched;
+      Set<LayerChunk> needed = new HashSet<>(missing);
+      Map<LayerChunk, CompletableFuture<VerifiedContent>> arriving;
       try {
-        fetched = layer.fetch(file, new ArrayList<>(mine.keySet()));
-      } catch (IOException | RuntimeException e) {
+        arriving = layer.fetchAsync(file, new ArrayList<>(mine.keySet()), needed);
+      } catch (RuntimeException e) {
         mine.values().forEach(Reservation::abandon);
         throw e;
       }
+      // Readahead fills its reservations as it arrives, after this read has returned; a read that needs one of them
+      // meanwhile waits for that chunk alone.
       for (Map.Entry<LayerChunk, Reservation> e : mine.entrySet()) {
-        VerifiedContent content = fetched.get(e.getKey());
-        e.getValue().fill(content);
-        data.put(e.getKey(), content.bytes());
-        origins.put(e.getKey(), ContentEvents.Origin.FETCHED);
+        if (!needed.contains(e.getKey())) {
+          Reservation r = e.getValue();
+          arriving.get(e.getKey()).whenComplete((content, failure) -> fillOrAbandon(r, content));
+        }
+      }
+      List<Map.Entry<LayerChunk, Reservation>> waited = new ArrayList<>();
+      for (Map.Entry<LayerChunk, Reservation> e : mine.entrySet()) {
+        if (needed.contains(e.getKey())) {
+          waited.add(e);
+        }
+      }
+      for (int k = 0; k < waited.size(); k++) {
+        LayerChunk c = waited.get(k).getKey();
+        VerifiedContent content;
+        try {
+          content = arrived(file, c, arriving.get(c));
+          waited.get(k).getValue().fill(content);
+        } catch (IOException | RuntimeException e) {
+          for (int rest = k; rest < waited.size(); rest++) {
+            waited.get(rest).getValue().abandon();
+          }
+          throw e;
+        }
+        data.put(c, content.bytes());
+        origins.put(c, ContentEvents.Origin.FETCHED);
       }
     }
     for (LayerChunk c : others) {

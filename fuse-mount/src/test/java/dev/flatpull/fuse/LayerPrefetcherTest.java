@@ -342,6 +342,127 @@ class LayerPrefetcherTest {
     }
   }
 
+  /**
+   * A blob whose range reads stream: the bytes up to {@code gateAt} (an offset in the blob) arrive at once, the rest
+   * only once {@code gate} opens; {@code failAtGate} makes the stream break there instead (a reset).
+   */
+  private BlobReader streamingGated(long gateAt, java.util.concurrent.CountDownLatch gate, boolean failAtGate) {
+    return new BlobReader() {
+      @Override
+      public byte[] read(dev.flatpull.core.ByteRange range) {
+        requests.incrementAndGet();
+        return layerBlobRange(range);
+      }
+
+      @Override
+      public <T> T stream(dev.flatpull.core.ByteRange range, dev.flatpull.fetcher.registry.RegistryClient.RangeReader<T> reader)
+          throws java.io.IOException {
+        requests.incrementAndGet();
+        byte[] bytes = layerBlobRange(range);
+        int open = (int) Math.max(0, Math.min(bytes.length, gateAt - range.offset()));
+        return reader.read(new java.io.InputStream() {
+          private int at;
+
+          @Override
+          public int read() {
+            throw new UnsupportedOperationException();
+          }
+
+          @Override
+          public int read(byte[] b, int off, int len) throws java.io.IOException {
+            if (at >= bytes.length) {
+              return -1;
+            }
+            if (at >= open) {
+              if (failAtGate) {
+                throw new java.net.SocketException("connection reset");
+              }
+              try {
+                gate.await();
+              } catch (InterruptedException e) {
+                throw new java.io.InterruptedIOException();
+              }
+            }
+            int n = Math.min(len, (at < open ? open : bytes.length) - at);
+            System.arraycopy(bytes, at, b, off, n);
+            at += n;
+            return n;
+          }
+        });
+      }
+    };
+  }
+
+  /**
+   * A read waits for its own chunks, not for the readahead in the same request: on a link of 200 Mbit/s a 4 MiB
+   * neighbourhood takes 170 ms to arrive after the missed chunk at its start. The readahead fills the cache as it comes;
+   * a read of it meanwhile waits for it (one request in all). Fails on code that returned after the whole request.
+   */
+  @Test
+  void reader_returnsOnceItsOwnChunksArrived_whileItsReadaheadStillStreams() throws Exception {
+    LayerChunk firstChunk = layer.index().entry("lib/part0.so").orElseThrow().chunks().get(0);
+    java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+    java.util.concurrent.ExecutorService transfers = java.util.concurrent.Executors.newCachedThreadPool();
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+    LazyLayer streamed = new LazyLayer(layer.index(), streamingGated(firstChunk.stored().end(), gate, false), 64 * 1024,
+        Runnable::run, transfers);
+    LayerContentReader reader = new LayerContentReader(streamed, cache, LayerContentReader.DEFAULT_READAHEAD,
+        new ReadActivity());
+    LayerEntry part0 = layer.index().entry("lib/part0.so").orElseThrow();
+    try {
+      byte[] head = new byte[4096];
+      assertEquals(4096, pool.submit(() -> reader.read(part0, 0, head, head.length))
+          .get(10, java.util.concurrent.TimeUnit.SECONDS), "served while the rest of its request has not arrived");
+      assertArrayEquals(Arrays.copyOf(files.get("lib/part0.so"), 4096), head);
+      LayerChunk later = part0.chunks().get(2);
+      var tail = pool.submit(() -> {
+        byte[] b = new byte[1000];
+        reader.read(part0, later.fileOffset(), b, b.length);
+        return b;
+      });
+      Thread.sleep(200);
+      assertFalse(tail.isDone(), "a read of the readahead waits for it to arrive");
+      gate.countDown();
+      assertArrayEquals(Arrays.copyOfRange(files.get("lib/part0.so"), (int) later.fileOffset(),
+          (int) later.fileOffset() + 1000), tail.get(10, java.util.concurrent.TimeUnit.SECONDS));
+      assertEquals(1, requests.get(), "the readahead was not fetched again");
+      assertArrayEquals(files.get("lib/part0.so"), readWhole(reader, "lib/part0.so"));
+    } finally {
+      gate.countDown();
+      pool.shutdownNow();
+      transfers.shutdownNow();
+    }
+  }
+
+  /**
+   * A request that breaks after the chunks a read needs: the read is served, the readahead's reservations are given
+   * up, and a later read of it fetches it again instead of waiting on a fetch that will never end.
+   */
+  @Test
+  void reader_readaheadWhoseRequestBreaks_isFetchedAgainByTheReadThatNeedsIt() throws Exception {
+    LayerChunk firstChunk = layer.index().entry("lib/part0.so").orElseThrow().chunks().get(0);
+    java.util.concurrent.ExecutorService transfers = java.util.concurrent.Executors.newCachedThreadPool();
+    LazyLayer streamed = new LazyLayer(layer.index(), streamingGated(firstChunk.stored().end(),
+        new java.util.concurrent.CountDownLatch(0), true), 64 * 1024, Runnable::run, transfers);
+    LayerContentReader reader = new LayerContentReader(streamed, cache, LayerContentReader.DEFAULT_READAHEAD,
+        new ReadActivity());
+    LayerEntry part0 = layer.index().entry("lib/part0.so").orElseThrow();
+    try {
+      byte[] head = new byte[4096];
+      assertEquals(4096, reader.read(part0, 0, head, head.length));
+      assertArrayEquals(Arrays.copyOf(files.get("lib/part0.so"), 4096), head);
+      LayerChunk later = part0.chunks().get(1);
+      byte[] b = new byte[1000];
+      java.io.IOException broken = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+          () -> reader.read(part0, later.fileOffset(), b, b.length), "every request of this blob breaks after its first chunk");
+      assertTrue(broken.getMessage().contains("connection reset") || String.valueOf(broken.getCause()).contains("reset"),
+          broken.toString());
+      assertEquals(2, requests.get(), "the second read asked again rather than waiting on the broken readahead");
+    } finally {
+      transfers.shutdownNow();
+    }
+  }
+
   private byte[] layerBlob;
 
   private byte[] layerBlobRange(dev.flatpull.core.ByteRange range) {

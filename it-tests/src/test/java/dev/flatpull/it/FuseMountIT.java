@@ -104,9 +104,20 @@ class FuseMountIT {
   @Test
   void warmUp_runsTheWholeColdPathThroughARealMount_andLeavesNothingBehind() throws Exception {
     Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("w");
-    dev.flatpull.snapshotter.remote.WarmUp.run(dir); // throws when any step fails
+    dev.flatpull.snapshotter.remote.WarmUp.run(dir, java.time.InstantSource.system()); // throws when any step fails
     assertFalse(Files.exists(dir));
     assertTrue(Files.readAllLines(Path.of("/proc/self/mounts")).stream().noneMatch(l -> l.contains(dir.toString())));
+    Files.delete(dir.getParent());
+  }
+
+  /** The second part: the manager's gRPC service on a throwaway server, mount with the manifest, a read, unmount. */
+  @Test
+  void warmUpOfTheService_mountsReadsAndUnmountsThroughTheRealService_andLeavesNothingBehind() throws Exception {
+    Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("s");
+    dev.flatpull.snapshotter.remote.WarmUp.service(dir, "test", System::nanoTime, java.time.InstantSource.system());
+    assertFalse(Files.exists(dir));
+    assertTrue(Files.readAllLines(Path.of("/proc/self/mounts")).stream().noneMatch(l -> l.contains(dir.toString())));
+    Files.delete(dir.getParent());
   }
 
   @Test

@@ -17,6 +17,7 @@ public final class LayerOpener {
   private final FlatpullConfig config;
   private final Path workDir;
   private final java.util.concurrent.Executor decoder;
+  private final java.util.concurrent.Executor transfers;
 
   /** Chunks are decoded on the reading thread. */
   public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir) {
@@ -25,18 +26,28 @@ public final class LayerOpener {
 
   /** @param decoder decompresses and verifies the chunks of one request (see {@link LazyLayer}) */
   public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder) {
+    this(client, config, workDir, decoder, Runnable::run);
+  }
+
+  /**
+   * @param decoder decompresses and verifies the chunks of one request
+   * @param transfers sends the requests a read starts and reads them as they arrive (see {@link LazyLayer#fetchAsync})
+   */
+  public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder,
+      java.util.concurrent.Executor transfers) {
     this.client = client;
     this.config = config;
     this.workDir = workDir;
     this.decoder = decoder;
+    this.transfers = transfers;
   }
 
   public LazyLayer open(Descriptor layer) throws IOException {
-    BlobReader remote = range -> client.readRange(layer.digest(), range);
+    BlobReader remote = BlobReader.of(client, layer.digest());
     long gap = config.registry().coalesceGapBytes();
     return switch (LayerFormat.of(layer)) {
-      case ESTARGZ -> new LazyLayer(EstargzToc.read(layer, remote, config.limits()), remote, gap, decoder);
-      case ZSTD_CHUNKED -> new LazyLayer(ZstdChunkedToc.read(layer, remote, config.limits()), remote, gap, decoder);
+      case ESTARGZ -> new LazyLayer(EstargzToc.read(layer, remote, config.limits()), remote, gap, decoder, transfers);
+      case ZSTD_CHUNKED -> new LazyLayer(ZstdChunkedToc.read(layer, remote, config.limits()), remote, gap, decoder, transfers);
       case PLAIN -> {
         Files.createDirectories(workDir);
         Path blob = workDir.resolve(layer.digest().hex() + ".blob");

@@ -72,17 +72,22 @@ public final class LayerServer implements AutoCloseable {
    * The threads the server runs on, made by the composition root.
    *
    * @param decoders decompression and verification of the chunks of one request, on every core
+   * @param transfers the requests of on-demand reads, read as they arrive: a read returns once its own chunks are in,
+   *     while its readahead still arrives here
    * @param tocs opening layers' TOCs, several at once
    * @param loaders runtime-image lookups and streams
    * @param prefetch prefetching, one layer after another, never part of mounting
    * @param landing kernel landing: pre-reads of arriving runtime-image content through the mounts, in order
    * @param timer delays (the background fetch after a runtime image)
    */
-  public record Threads(ExecutorService decoders, ExecutorService tocs, ExecutorService loaders,
+  public record Threads(ExecutorService decoders, ExecutorService transfers, ExecutorService tocs, ExecutorService loaders,
       ExecutorService prefetch, ExecutorService landing, ScheduledExecutorService timer) {
     /** Daemon threads named for what they do. */
     public static Threads create() {
       return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
+          // Bounded by the reads that start requests (libfuse's threads); past the bound a read sends its own.
+          new java.util.concurrent.ThreadPoolExecutor(0, 64, 30, java.util.concurrent.TimeUnit.SECONDS,
+              new java.util.concurrent.SynchronousQueue<>(), daemon("flatpull-transfer")),
           Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
           Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
           Executors.newSingleThreadExecutor(daemon("flatpull-landing")),
@@ -94,7 +99,7 @@ public final class LayerServer implements AutoCloseable {
      * the cache and the registry clients it uses are closed (a runtime-image lookup did, at a refused mount's exit).
      */
     void shutdown() {
-      List<ExecutorService> all = List.of(timer, landing, prefetch, loaders, tocs, decoders);
+      List<ExecutorService> all = List.of(timer, landing, prefetch, loaders, tocs, transfers, decoders);
       all.forEach(ExecutorService::shutdownNow);
       try {
         for (ExecutorService e : all) {
@@ -164,11 +169,19 @@ public final class LayerServer implements AutoCloseable {
         Threads.create());
   }
 
-  /** Runs the cold path once on a synthetic layer, so that a node's first remote Prepare is as fast as later ones. */
-  public void warmUp() {
+  /**
+   * Runs the cold path on a synthetic layer, so that a node's first remote Prepare is as fast as later ones: the TOC
+   * parser and read path ({@link WarmUp#run}), then the service the daemon calls ({@link WarmUp#service}).
+   *
+   * @param version the version the service reports
+   */
+  public void warmUp(String version) {
     long started = nanoTime.getAsLong();
     try {
-      WarmUp.run(config.root().resolve("warm-up"));
+      WarmUp.run(config.root().resolve("warm-up"), clock);
+      WarmUp.service(config.root().resolve("warm-up-service"), version, nanoTime, clock);
+      // The warm-up's garbage (a dozen parsed TOCs) is collected now rather than in the middle of the first real one.
+      System.gc();
       LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (nanoTime.getAsLong() - started) / 1e6));
     } catch (IOException e) {
       LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
@@ -248,7 +261,8 @@ public final class LayerServer implements AutoCloseable {
   }
 
   private LayerOpener opener(ImageReference ref) {
-    return new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), threads.decoders());
+    return new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), threads.decoders(),
+        threads.transfers());
   }
 
   /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */

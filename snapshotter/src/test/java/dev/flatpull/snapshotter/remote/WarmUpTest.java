@@ -25,8 +25,12 @@ class WarmUpTest {
   @TempDir Path dir;
 
   @Test
-  void resolve_runsTheRegistryClientAgainstTheLoopbackRegistry_andLeavesNothingBehind() throws Exception {
-    WarmUp.resolve(dir.resolve("warm-up")); // throws when any request fails
+  void tinyImage_resolvesThroughTheRealRegistryClient_andLeavesNothingBehind() throws Exception {
+    WarmUp.withTinyImage(dir.resolve("warm-up"), image -> {
+      ImageManifest m = image.clients().client(image.ref()).resolve(image.ref(), Platform.current()).manifest();
+      assertEquals(1, m.layers().size());
+      assertEquals(image.layer(), m.layers().get(0).digest());
+    });
     assertFalse(Files.exists(dir.resolve("warm-up")));
   }
 
