@@ -123,11 +123,14 @@ public final class FlatpullDaemon implements AutoCloseable {
     throw new IOException("flatpull serve did not answer within 90 s: " + Files.readString(log));
   }
 
+  private static final java.util.regex.Pattern SERVING = java.util.regex.Pattern.compile("fuse-manager \\d+: serving ");
+
   /** Waits until the daemon's FUSE manager serves (the daemon starts it), as on a node that is up before its pulls. */
   public void awaitManager() throws IOException, InterruptedException {
     Path log = root().resolve("fuse-manager.log");
     for (int i = 0; i < 300; i++) {
-      if (Files.exists(log) && Files.readString(log).contains(": serving ")) {
+      // The manager's own line once its socket serves; its warm-up logs "serving" for a synthetic layer before that.
+      if (Files.exists(log) && SERVING.matcher(Files.readString(log)).find()) {
         return;
       }
       Thread.sleep(100);

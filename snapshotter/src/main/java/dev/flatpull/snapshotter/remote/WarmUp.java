@@ -188,7 +188,7 @@ public final class WarmUp {
             client.status(10);
             Path mountPoint = Files.createDirectories(dir.resolve("mount-" + round));
             client.mount(mountPoint, pinned, layer, Optional.of(manifest));
-            Files.readAllBytes(mountPoint.resolve(name(3 + round)));
+            Files.readAllBytes(mountPoint.resolve(name(3 + round % 2)));
             client.unmount(mountPoint);
           }
         } finally {
@@ -287,7 +287,10 @@ public final class WarmUp {
   private static Path tar(Path dir, int files, int largeFiles) throws IOException {
     Path tar = dir.resolve("warm-up-" + files + ".tar");
     try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tar))) {
-      // A distribution's shape: every parent listed, top-level names and links (a merged /usr), dot files.
+      // A distribution's shape, as tar writes it: the root itself, "./" before names, every parent listed, top-level
+      // names and links (a merged /usr), dot files, empty files.
+      entry(out, new TarHeader("./", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(1), "", 0, 0,
+          java.util.Map.of()), new byte[0]);
       for (String parent : List.of("etc/", "usr/", "usr/lib/", "usr/lib/warm/", "usr/share/")) {
         entry(out, new TarHeader(parent, TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(parent.length()), "", 0, 0,
             java.util.Map.of()), new byte[0]);
@@ -308,15 +311,15 @@ public final class WarmUp {
       entry(out, new TarHeader("usr/share/warm/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(0), "", 0, 0,
           java.util.Map.of()), new byte[0]);
       for (int i = 0; i < files; i++) {
-        String name = name(i);
+        String name = tarName(i);
         if (i % 10 == 9) {
           entry(out, new TarHeader(name, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(i), "f" + (i - 1)
               + ".py", 0, 0, java.util.Map.of()), new byte[0]);
         } else if (i % 50 == 49) {
           entry(out, new TarHeader(name, TarHeader.HARDLINK, 0, 0644, 0, 0, "root", "root", time(i),
-              name(i - 1), 0, 0, java.util.Map.of()), new byte[0]);
+              tarName(i - 1), 0, 0, java.util.Map.of()), new byte[0]);
         } else {
-          byte[] content = ("warm-up " + i + "\n").repeat(1 + i % 7).getBytes();
+          byte[] content = i % 13 == 5 ? new byte[0] : ("warm-up " + i + "\n").repeat(1 + i % 7).getBytes();
           entry(out, new TarHeader(name, TarHeader.REG, content.length, i % 4 == 0 ? 0755 : 0644, i % 7 == 0 ? 1000
               : 0, i % 7 == 0 ? 1000 : 0, i % 7 == 0 ? "" : "root", i % 7 == 0 ? "" : "root", time(i), "", 0, 0,
               i % 100 == 0 ? java.util.Map.of("user.warm-up", new byte[] {1, 2}) : java.util.Map.of()), content);
@@ -332,6 +335,11 @@ public final class WarmUp {
       TarWriter.writeEnd(out);
     }
     return tar;
+  }
+
+  /** {@link #name} as a tar often has it: every third with "./" before it. */
+  private static String tarName(int i) {
+    return (i % 3 == 1 ? "./" : "") + name(i);
   }
 
   private static String name(int i) {
