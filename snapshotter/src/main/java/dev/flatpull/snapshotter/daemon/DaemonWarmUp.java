@@ -47,8 +47,8 @@ final class DaemonWarmUp {
     }
     RemoteLayers remote = new DecidedNotMounted(new RegistryRemoteLayers(image.clients(), platform,
         new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(), dir.resolve("no-manager.log"))));
-    try (OverlaySnapshotter snapshotter = OverlaySnapshotter.open(dir.resolve("root"), remote,
-        OverlaySnapshotter.Removal.STAGED, new SnapshotterMetrics() {})) {
+    try (OverlaySnapshotter snapshotter = OverlaySnapshotter.openThrowaway(dir.resolve("root"), remote,
+        new SnapshotterMetrics() {})) {
       SnapshotsWarmUp.run(dir.resolve("snapshots.sock"), snapshotter, Map.of(
           RemoteLabels.STARGZ_REFERENCE, image.ref().toString(), RemoteLabels.STARGZ_DIGEST, image.layer().toString()),
           ROUNDS);

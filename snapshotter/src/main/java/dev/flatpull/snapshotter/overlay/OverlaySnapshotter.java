@@ -68,6 +68,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
   private final FileChannel rootLockChannel;
   private final FileLock rootLock;
   private final ReentrantLock lock = new ReentrantLock(true);
+  private final boolean crashPoints;
   // Remote layers mounted but not yet recorded (mounting happens outside the lock): not orphans.
   private final Set<Path> mountingRemote = java.util.concurrent.ConcurrentHashMap.newKeySet();
   private final ExecutorService deleter = Executors.newSingleThreadExecutor(r -> {
@@ -77,7 +78,9 @@ public final class OverlaySnapshotter implements AutoCloseable {
   });
 
   private OverlaySnapshotter(Path root, MetadataStore store, RemoteLayers remote, Removal removal,
-      SnapshotterMetrics metrics, RemovalStaging staging, FileChannel rootLockChannel, FileLock rootLock) {
+      SnapshotterMetrics metrics, RemovalStaging staging, FileChannel rootLockChannel, FileLock rootLock,
+      boolean crashPoints) {
+    this.crashPoints = crashPoints;
     this.root = root;
     this.snapshots = root.resolve("snapshots");
     this.remoteDir = root.resolve("remote");
@@ -97,6 +100,20 @@ public final class OverlaySnapshotter implements AutoCloseable {
    */
   public static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics)
       throws IOException {
+    return open(root, remote, removal, metrics, true);
+  }
+
+  /**
+   * Like {@link #open}, for a throwaway snapshotter that runs the code before the real one serves (a warm-up): no
+   * crash point halts it, so a crash test's armed point is reached by the snapshotter it tests.
+   */
+  public static OverlaySnapshotter openThrowaway(Path root, RemoteLayers remote, SnapshotterMetrics metrics)
+      throws IOException {
+    return open(root, remote, Removal.STAGED, metrics, false);
+  }
+
+  private static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics,
+      boolean crashPoints) throws IOException {
     Files.createDirectories(root);
     FileChannel ch = FileChannel.open(root.resolve("lock"), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
     FileLock rootLock;
@@ -115,7 +132,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
       RemovalStaging.sweepAbandoned(root.resolve("staging"));
       MetadataStore store = MetadataStore.open(root.resolve("metadata.db"));
       RemovalStaging staging = RemovalStaging.open(root.resolve("staging"));
-      OverlaySnapshotter s = new OverlaySnapshotter(root, store, remote, removal, metrics, staging, ch, rootLock);
+      OverlaySnapshotter s = new OverlaySnapshotter(root, store, remote, removal, metrics, staging, ch, rootLock,
+          crashPoints);
       s.removeOrphans();
       s.remountRemote();
       return s;
@@ -192,7 +210,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
       discardRemote(mountPoint);
       return;
     }
-    CrashPoint.REMOTE_MOUNTED.reach();
+    reach(CrashPoint.REMOTE_MOUNTED);
     Map<String, String> stored = new HashMap<>(labels);
     stored.put(REMOTE_LABEL, "remote snapshot");
     try {
@@ -213,6 +231,12 @@ public final class OverlaySnapshotter implements AutoCloseable {
         + " manifest known after " + (decided - received) / 1_000_000 + " ms, mounted after "
         + (mounted - received) / 1_000_000 + " ms");
     throw SnapshotException.alreadyExists("target snapshot " + quote(target) + " already exists");
+  }
+
+  private void reach(CrashPoint p) {
+    if (crashPoints) {
+      p.reach();
+    }
   }
 
   private void discardRemote(Path mountPoint) {
@@ -241,7 +265,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
           if (kind == Kind.ACTIVE) {
             Files.createDirectories(temp.resolve("work"));
           }
-          CrashPoint.PREPARE_DIRECTORY_CREATED.reach();
+          reach(CrashPoint.PREPARE_DIRECTORY_CREATED);
           Snapshot s = tx.insert(key, p, kind, labels, Optional.empty(), Optional.empty());
           Path dir = snapshots.resolve(Long.toString(s.id()));
           // A directory of that number can only be an orphan of a rolled-back insert: not referenced, safe to drop.
@@ -250,7 +274,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
           placed[0] = dir;
           // The row must never outlive a power loss that the rename did not survive.
           DirectoryTrees.sync(snapshots);
-          CrashPoint.PREPARE_DIRECTORY_PLACED.reach();
+          reach(CrashPoint.PREPARE_DIRECTORY_PLACED);
           return mounts(s, tx.ancestors(s));
         });
       } catch (SnapshotException | IOException | RuntimeException e) {
@@ -292,7 +316,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
         throw SnapshotException.alreadyExists("snapshot " + quote(name) + " already exists");
       }
       long[] usage = DirectoryTrees.usage(fsOf(s));
-      CrashPoint.COMMIT_MEASURED.reach();
+      reach(CrashPoint.COMMIT_MEASURED);
       return tx.commit(s, name, labels, usage[0], usage[1]);
     }));
   }
@@ -312,13 +336,13 @@ public final class OverlaySnapshotter implements AutoCloseable {
         return found;
       });
       metrics.removal();
-      CrashPoint.REMOVE_METADATA_COMMITTED.reach();
+      reach(CrashPoint.REMOVE_METADATA_COMMITTED);
       Path dir = s.remoteMount().orElse(snapshots.resolve(Long.toString(s.id())));
       if (s.isRemote() && HostMounts.isMountPoint(dir)) {
         remote.unmount(dir);
       }
       Optional<Path> moved = staging.stage(dir);
-      CrashPoint.REMOVE_STAGED.reach();
+      reach(CrashPoint.REMOVE_STAGED);
       if (removal == Removal.IN_LOCK && moved.isPresent()) {
         deleteNow(moved.get());
         return Optional.<Path>empty();
