@@ -34,6 +34,7 @@ import java.util.function.Predicate;
  * client connections are kept alive unless a fault ends them. Counts every fault it injected. Thread-safe.
  */
 public final class FaultProxy implements AutoCloseable {
+  private static final int FLIP_EVERY = 256;
   /** What can go wrong with one response. */
   public enum Fault {
     RESET,
@@ -188,9 +189,12 @@ public final class FaultProxy implements AutoCloseable {
         byte[] respHead = response[0];
         byte[] respBody = response[1];
         if (fault == Fault.FLIP && respBody.length > 0) {
+          // A byte in every 256: every chunk of the response is garbled, not one of them. Chunks verify one by one,
+          // and an intact chunk of a garbled response is served, so a single flip would spoil one chunk by chance.
           respBody = respBody.clone();
-          int at = random(respBody.length);
-          respBody[at] ^= (byte) 0x5a;
+          for (int block = 0; block < respBody.length; block += FLIP_EVERY) {
+            respBody[block + random(Math.min(FLIP_EVERY, respBody.length - block))] ^= (byte) 0x5a;
+          }
         }
         out.write(respHead);
         if (fault == Fault.TRUNCATE && respBody.length > 0) {
