@@ -336,16 +336,13 @@ public final class LayerContentReader {
       }
       // Readahead fills its reservations as it arrives, after this read has returned; a read that needs one of them
       // meanwhile waits for that chunk alone.
-      for (Map.Entry<LayerChunk, Reservation> e : mine.entrySet()) {
-        if (!needed.contains(e.getKey())) {
-          Reservation r = e.getValue();
-          arriving.get(e.getKey()).whenComplete((content, failure) -> fillOrAbandon(r, content));
-        }
-      }
       List<Map.Entry<LayerChunk, Reservation>> waited = new ArrayList<>();
       for (Map.Entry<LayerChunk, Reservation> e : mine.entrySet()) {
         if (needed.contains(e.getKey())) {
           waited.add(e);
+        } else {
+          Reservation r = e.getValue();
+          arriving.get(e.getKey()).whenComplete((content, failure) -> fillOrAbandon(r, content));
         }
       }
       for (int k = 0; k < waited.size(); k++) {
