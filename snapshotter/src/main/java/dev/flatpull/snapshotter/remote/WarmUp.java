@@ -1,9 +1,14 @@
 package dev.flatpull.snapshotter.remote;
 
+import com.fasterxml.jackson.core.util.DefaultIndenter;
+import com.fasterxml.jackson.core.util.DefaultPrettyPrinter;
+import com.fasterxml.jackson.core.util.Separators;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.ObjectWriter;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.flatpull.config.CacheSettings;
+import dev.flatpull.config.ConfigException;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.convert.ConvertedLayer;
@@ -15,12 +20,17 @@ import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.layer.ZstdChunkedToc;
 import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.FetchStatistics;
+import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.fetcher.tar.TarHeader;
 import dev.flatpull.fetcher.tar.TarWriter;
 import dev.flatpull.fuse.FuseEvents;
@@ -29,16 +39,31 @@ import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.runtimeimage.RuntimeImagePublisher;
+import dev.flatpull.runtimeimage.RuntimeImageSelection;
+import dev.flatpull.snapshotter.grpc.UnixSockets;
+import io.grpc.Server;
 import java.io.BufferedOutputStream;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
+import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.Random;
+import java.util.function.LongSupplier;
+import java.util.zip.GZIPInputStream;
+import java.util.zip.GZIPOutputStream;
 
 /**
  * Runs a remote layer's whole cold path once on a synthetic image, so that a node's first remote Prepare is as fast as
@@ -47,10 +72,11 @@ import java.util.Optional;
  * 180 ms for binding libfuse, and the first registry request about 160 ms for loading the HTTP client (a manifest
  * took 170 ms on loopback, later ones 8 ms). Here an image of a few thousand files (some of many chunks) is written in
  * both lazy formats and served by a {@link LoopbackRegistry}; a real registry client (its own, counted nowhere)
- * resolves it and opens each layer's TOC over HTTP, three times, then parses the TOCs from memory until compiled; then one layer is mounted and files are read through
- * it (a throwaway page cache, so nothing synthetic reaches the host's cache). Everything lives under {@code dir} and
- * is deleted afterwards.
+ * resolves it and opens each layer's TOC over HTTP, three times, then parses the TOCs from memory until compiled;
+ * then one layer is mounted and files are read through it (a throwaway page cache, so nothing synthetic reaches the
+ * host's cache). Everything lives under {@code dir} and is deleted afterwards.
  */
+
 public final class WarmUp {
   private static final int FILES = 4000;
   // Files of four chunks each: a real TOC (Debian + python3 at 16 KiB chunks: 8,350 files, 5.5 MB of JSON) is mostly
@@ -62,6 +88,16 @@ public final class WarmUp {
   private static final int MOUNT_ROUNDS = 3;
   private static final String REPOSITORY = "flatpull/warm-up";
   private static final ObjectMapper JSON = new ObjectMapper();
+  // stargz-snapshotter's estargz.TOCEntry, in its order; its writer marshals the TOC indented with tabs.
+  private static final List<String> GO_FIELDS = List.of("name", "type", "size", "modtime", "linkName", "mode", "uid",
+      "gid", "userName", "groupName", "offset", "devMajor", "devMinor", "xattrs", "digest", "chunkOffset", "chunkSize",
+      "chunkDigest");
+  private static final ObjectWriter GO_INDENT = JSON.writer(
+      new DefaultPrettyPrinter()
+          .withObjectIndenter(new DefaultIndenter("\t", "\n"))
+          .withArrayIndenter(new DefaultIndenter("\t", "\n"))
+          .withSeparators(Separators.createDefaultInstance()
+              .withObjectFieldValueSpacing(Separators.Spacing.AFTER)));
 
   private WarmUp() {}
 
@@ -70,7 +106,7 @@ public final class WarmUp {
    *
    * @param clock the wall clock the runtime-image lookup's retries read
    */
-  public static void run(Path dir, java.time.InstantSource clock) throws IOException {
+  public static void run(Path dir, InstantSource clock) throws IOException {
     Files.createDirectories(dir);
     try (LoopbackRegistry registry = LoopbackRegistry.start()) {
       List<Layer> blobs = syntheticLayers(dir);
@@ -82,13 +118,13 @@ public final class WarmUp {
         LazyLayer last = null;
         List<Descriptor> layers = List.of();
         for (int round = 0; round < 3; round++) {
-          dev.flatpull.fetcher.oci.ImageManifest manifest = client.resolve(ref, Platform.current()).manifest();
+          ImageManifest manifest = client.resolve(ref, Platform.current()).manifest();
           layers = manifest.layers();
           // The lookup runs beside an image's first TOC: cold, its class loading slowed that TOC down (313 ms against
           // 196 ms for a later mount of the same layer, 2 cores). The synthetic image has none: both ways answer 404.
-          dev.flatpull.runtimeimage.RuntimeImageSelection.of(new dev.flatpull.runtimeimage.RuntimeImagePublisher(client,
-              new dev.flatpull.fetcher.registry.Referrers(client, dev.flatpull.fetcher.registry.Sleeper.SYSTEM, clock,
-                  new java.util.Random())).list(manifest.digest()), config.runtimeImage());
+          RuntimeImageSelection.of(new RuntimeImagePublisher(client,
+              new Referrers(client, Sleeper.SYSTEM, clock,
+                  new Random())).list(manifest.digest()), config.runtimeImage());
           for (Descriptor d : layers) {
             last = new LayerOpener(client, config, dir.resolve("work")).open(d);
             LayerTree.of(last.index());
@@ -118,7 +154,7 @@ public final class WarmUp {
           }
         }
       }
-    } catch (dev.flatpull.config.ConfigException e) {
+    } catch (ConfigException e) {
       throw new IOException(e);
     } finally {
       deleteTree(dir);
@@ -145,7 +181,7 @@ public final class WarmUp {
       try (RegistryClients clients = RegistryClients.create(config(dir), FetchListener.NONE)) {
         use.run(new TinyImage(clients, ref, tiny.digest()));
       }
-    } catch (dev.flatpull.config.ConfigException e) {
+    } catch (ConfigException e) {
       throw new IOException(e);
     } finally {
       deleteTree(dir);
@@ -159,31 +195,31 @@ public final class WarmUp {
    * through the mount, unmount; three times. Cold, the mount request of a node's first remote Prepare spent about 50 ms
    * on its way through the gRPC service (2 ms link), besides the TOC itself.
    */
-  public static void service(Path dir, String version, java.util.function.LongSupplier nanoTime, java.time.InstantSource clock)
+  public static void service(Path dir, String version, LongSupplier nanoTime, InstantSource clock)
       throws IOException {
     try {
       withTinyImage(dir.resolve("image"), image -> {
         var manifest = image.clients().client(image.ref()).resolve(image.ref(), Platform.current()).manifest();
         String pinned = image.ref().withDigest(manifest.digest()).toString();
-        String layer = dev.flatpull.fetcher.oci.OciDocuments.writeDescriptor(manifest.layers().get(0));
+        String layer = OciDocuments.writeDescriptor(manifest.layers().get(0));
         // Its own clients: the tiny image's are closed by withTinyImage, these by the throwaway server.
         FlatpullConfig config;
         RegistryClients clients;
         try {
           config = config(dir.resolve("root"));
           clients = RegistryClients.create(config, FetchListener.NONE);
-        } catch (dev.flatpull.config.ConfigException e) {
+        } catch (ConfigException e) {
           throw new IOException(e);
         }
-        LayerServer server = new LayerServer(config, clients, new dev.flatpull.fetcher.registry.FetchStatistics(),
+        LayerServer server = new LayerServer(config, clients, new FetchStatistics(),
             PageCache.open(dir.resolve("cache"), new CacheSettings(Optional.empty(), 8L << 20, 64L << 20,
                 CacheSettings.DEFAULTS.reservationWait())), RemoteLayerMetrics.NONE, nanoTime, clock,
             LayerServer.Threads.create());
         Path socket = dir.resolve("manager.sock");
-        io.grpc.Server grpc = null;
+        Server grpc = null;
         FuseManagerClient client = new FuseManagerClient(socket, List.of(), dir.resolve("manager.log"));
         try {
-          grpc = dev.flatpull.snapshotter.grpc.UnixSockets.serve(socket, new FuseManagerService(server, version));
+          grpc = UnixSockets.serve(socket, new FuseManagerService(server, version));
           for (int round = 0; round < 3; round++) {
             client.status(10);
             Path mountPoint = Files.createDirectories(dir.resolve("mount-" + round));
@@ -194,7 +230,7 @@ public final class WarmUp {
         } finally {
           client.close();
           if (grpc != null) {
-            dev.flatpull.snapshotter.grpc.UnixSockets.stop(grpc);
+            UnixSockets.stop(grpc);
           }
           server.close();
         }
@@ -208,7 +244,7 @@ public final class WarmUp {
    * A blob as the TOC reader sees it: {@code blob} holds its bytes from {@code at} on (its tail, for a shifted layer);
    * nothing before {@code at} is ever read.
    */
-  private record Layer(Descriptor descriptor, byte[] blob, long at) {
+  record Layer(Descriptor descriptor, byte[] blob, long at) {
     Layer(Descriptor descriptor, byte[] blob) {
       this(descriptor, blob, 0);
     }
@@ -220,27 +256,31 @@ public final class WarmUp {
 
   /**
    * {@code estargz} with its TOC's offsets {@code shift} bytes further on, as the tail of a blob that much larger (its
-   * data never read): a TOC with the large numbers of a real layer, without writing one.
+   * data never read): a TOC with the large numbers of a real layer, without writing one, and in the form
+   * stargz-snapshotter's writer gives it ({@link #goEntry}, indented), the form most eStargz layers arrive in.
    */
-  private static Layer shifted(Layer estargz, long shift) throws IOException {
+  static Layer shifted(Layer estargz, long shift) throws IOException {
     Descriptor d = estargz.descriptor();
     long tocOffset = Long.parseLong(d.annotation(LayerFormat.ESTARGZ_TOC_OFFSET).orElseThrow());
     byte[] blob = estargz.blob();
     ObjectNode toc;
-    try (var in = new java.util.zip.GZIPInputStream(new java.io.ByteArrayInputStream(blob, (int) tocOffset,
+    try (var in = new GZIPInputStream(new ByteArrayInputStream(blob, (int) tocOffset,
         blob.length - EstargzToc.FOOTER_SIZE - (int) tocOffset))) {
       byte[] member = in.readAllBytes();
-      long size = Long.parseLong(new String(member, 124, 11, java.nio.charset.StandardCharsets.US_ASCII).trim(), 8);
-      toc = (ObjectNode) JSON.readTree(java.util.Arrays.copyOfRange(member, 512, 512 + (int) size));
+      long size = Long.parseLong(new String(member, 124, 11, StandardCharsets.US_ASCII).trim(), 8);
+      toc = (ObjectNode) JSON.readTree(Arrays.copyOfRange(member, 512, 512 + (int) size));
     }
+    ObjectNode go = JSON.createObjectNode().put("version", 1);
+    ArrayNode entries = go.putArray("entries");
     for (var e : toc.withArray("entries")) {
       if (e.has("offset")) {
         ((ObjectNode) e).put("offset", e.get("offset").asLong() + shift);
       }
+      entries.add(goEntry((ObjectNode) e));
     }
-    byte[] json = JSON.writeValueAsBytes(toc);
-    java.io.ByteArrayOutputStream tail = new java.io.ByteArrayOutputStream();
-    try (var gz = new java.util.zip.GZIPOutputStream(tail)) {
+    byte[] json = GO_INDENT.writeValueAsBytes(go);
+    ByteArrayOutputStream tail = new ByteArrayOutputStream();
+    try (var gz = new GZIPOutputStream(tail)) {
       TarWriter.writeHeader(gz, TarHeader.regular(EstargzToc.TOC_NAME, json.length, 0644, Instant.EPOCH));
       gz.write(json);
       TarWriter.pad(gz, json.length);
@@ -248,21 +288,44 @@ public final class WarmUp {
     }
     tail.writeBytes(EstargzToc.footer(tocOffset + shift));
     byte[] bytes = tail.toByteArray();
-    java.util.Map<String, String> annotations = new java.util.HashMap<>(d.annotations());
+    Map<String, String> annotations = new HashMap<>(d.annotations());
     annotations.put(LayerFormat.ESTARGZ_TOC_DIGEST, Digest.sha256(json).toString());
     annotations.put(LayerFormat.ESTARGZ_TOC_OFFSET, Long.toString(tocOffset + shift));
     return new Layer(new Descriptor(d.mediaType(), d.digest(), tocOffset + shift + bytes.length, annotations), bytes,
         tocOffset + shift);
   }
 
-  private static FlatpullConfig config(Path dir) throws dev.flatpull.config.ConfigException {
+  /**
+   * {@code e} as stargz-snapshotter's Go writer (ctr-remote) has it: its struct's field order, zero values left out
+   * (uid and gid 0 are absent, not 0). The parser compiled on our own writer's entries alone met absent owners at the
+   * first real TOC and ran interpreted again.
+   */
+  private static ObjectNode goEntry(ObjectNode e) {
+    ObjectNode out = JSON.createObjectNode();
+    for (String field : GO_FIELDS) {
+      var v = e.get(field);
+      boolean empty = v == null || (v.isNumber() && v.asLong() == 0) || (v.isTextual() && v.asText().isEmpty())
+          || (v.isObject() && v.isEmpty());
+      if (!empty || field.equals("name") || field.equals("type")) {
+        out.set(field, v);
+      }
+    }
+    e.fields().forEachRemaining(f -> {
+      if (!out.has(f.getKey()) && !GO_FIELDS.contains(f.getKey())) {
+        out.set(f.getKey(), f.getValue());
+      }
+    });
+    return out;
+  }
+
+  private static FlatpullConfig config(Path dir) throws ConfigException {
     // No hosts.toml: a node's _default mirror must not receive the loopback registry's requests.
     return FlatpullConfig.parse("warm-up", "root = \"" + dir + "\"\n[registry]\nplain_http = true\n"
         + "config_path = \"\"\nmax_attempts = 1\nconnect_timeout = \"2s\"\nread_timeout = \"10s\"\n");
   }
 
   /** A layer of {@code FILES} small files and {@code LARGE_FILES} of many chunks, in both lazy formats. */
-  private static List<Layer> syntheticLayers(Path dir) throws IOException {
+  static List<Layer> syntheticLayers(Path dir) throws IOException {
     Path tar = tar(dir, FILES, LARGE_FILES);
     List<Layer> out = new ArrayList<>();
     for (LayerFormat format : List.of(LayerFormat.ESTARGZ, LayerFormat.ZSTD_CHUNKED)) {
@@ -290,47 +353,47 @@ public final class WarmUp {
       // A distribution's shape, as tar writes it: the root itself, "./" before names, every parent listed, top-level
       // names and links (a merged /usr), dot files, empty files.
       entry(out, new TarHeader("./", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(1), "", 0, 0,
-          java.util.Map.of()), new byte[0]);
+          Map.of()), new byte[0]);
       for (String parent : List.of("etc/", "usr/", "usr/lib/", "usr/lib/warm/", "usr/share/")) {
         entry(out, new TarHeader(parent, TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(parent.length()), "", 0, 0,
-            java.util.Map.of()), new byte[0]);
+            Map.of()), new byte[0]);
       }
       for (String link : List.of("bin", "lib", "lib64", "sbin")) {
         entry(out, new TarHeader(link, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(link.length()),
-            "usr/" + link, 0, 0, java.util.Map.of()), new byte[0]);
+            "usr/" + link, 0, 0, Map.of()), new byte[0]);
       }
       for (String dot : List.of("etc/.pwd.lock", "etc/a", "etc/hostname", "etc/.wh..wh..opq")) {
-        byte[] content = dot.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        byte[] content = dot.getBytes(StandardCharsets.UTF_8);
         entry(out, new TarHeader(dot, TarHeader.REG, content.length, 0600, 0, 0, "root", "root", time(dot.length()),
-            "", 0, 0, java.util.Map.of()), content);
+            "", 0, 0, Map.of()), content);
       }
       for (int d = 0; d < 40; d++) {
         entry(out, new TarHeader("usr/lib/warm/" + d + "/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root",
-            time(d), "", 0, 0, java.util.Map.of()), new byte[0]);
+            time(d), "", 0, 0, Map.of()), new byte[0]);
       }
       entry(out, new TarHeader("usr/share/warm/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(0), "", 0, 0,
-          java.util.Map.of()), new byte[0]);
+          Map.of()), new byte[0]);
       for (int i = 0; i < files; i++) {
         String name = tarName(i);
         if (i % 10 == 9) {
           entry(out, new TarHeader(name, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(i), "f" + (i - 1)
-              + ".py", 0, 0, java.util.Map.of()), new byte[0]);
+              + ".py", 0, 0, Map.of()), new byte[0]);
         } else if (i % 50 == 49) {
           entry(out, new TarHeader(name, TarHeader.HARDLINK, 0, 0644, 0, 0, "root", "root", time(i),
-              tarName(i - 1), 0, 0, java.util.Map.of()), new byte[0]);
+              tarName(i - 1), 0, 0, Map.of()), new byte[0]);
         } else {
           byte[] content = i % 13 == 5 ? new byte[0] : ("warm-up " + i + "\n").repeat(1 + i % 7).getBytes();
           entry(out, new TarHeader(name, TarHeader.REG, content.length, i % 4 == 0 ? 0755 : 0644, i % 7 == 0 ? 1000
               : 0, i % 7 == 0 ? 1000 : 0, i % 7 == 0 ? "" : "root", i % 7 == 0 ? "" : "root", time(i), "", 0, 0,
-              i % 100 == 0 ? java.util.Map.of("user.warm-up", new byte[] {1, 2}) : java.util.Map.of()), content);
+              i % 100 == 0 ? Map.of("user.warm-up", new byte[] {1, 2}) : Map.of()), content);
         }
       }
       entry(out, new TarHeader("usr/lib/warm/null", TarHeader.CHAR, 0, 0666, 0, 0, "root", "root", time(1), "", 1,
-          3, java.util.Map.of()), new byte[0]);
+          3, Map.of()), new byte[0]);
       for (int i = 0; i < largeFiles; i++) {
         byte[] content = ("large warm-up file " + i + " line\n").repeat(2300).getBytes();
         entry(out, new TarHeader("usr/share/warm/large" + i, TarHeader.REG, content.length, 0644, 0, 0, "root",
-            "root", time(i), "", 0, 0, java.util.Map.of()), content);
+            "root", time(i), "", 0, 0, Map.of()), content);
       }
       TarWriter.writeEnd(out);
     }
@@ -360,7 +423,7 @@ public final class WarmUp {
 
   /** Serves {@code layers} as one image, {@code REPOSITORY:latest}, with an empty config. */
   private static void serveImage(LoopbackRegistry registry, List<Layer> layers) throws IOException {
-    byte[] config = "{}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    byte[] config = "{}".getBytes(StandardCharsets.UTF_8);
     registry.blob(REPOSITORY, Digest.sha256(config), config);
     ObjectNode m = JSON.createObjectNode().put("schemaVersion", 2).put("mediaType", MediaTypes.OCI_MANIFEST);
     m.putObject("config").put("mediaType", MediaTypes.OCI_CONFIG).put("digest", Digest.sha256(config).toString())
@@ -381,7 +444,7 @@ public final class WarmUp {
       return;
     }
     try (var walk = Files.walk(dir)) {
-      for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) {
+      for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
         Files.deleteIfExists(p);
       }
     }

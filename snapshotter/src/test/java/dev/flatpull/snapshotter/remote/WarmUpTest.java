@@ -7,6 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.EntryType;
+import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.LayerEntry;
+import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.oci.Platform;
@@ -18,6 +22,9 @@ import dev.flatpull.fetcher.registry.RegistryNotFoundException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -62,6 +69,56 @@ class WarmUpTest {
       } catch (RegistryNotFoundException expected) {
         assertTrue(expected.getMessage().contains("absent"), expected.getMessage());
       }
+    }
+  }
+
+  /**
+   * The shifted TOCs stand for real layers: written as ctr-remote writes one (Go's field order, zero owners absent,
+   * tab-indented), with the offsets of a large blob, and meaning exactly what the warm-up's own TOC means.
+   */
+  @Test
+  void shiftedToc_isInCtrRemotesForm_andParsesToTheSameEntries_atShiftedOffsets() throws Exception {
+    FlatpullConfig config = FlatpullConfig.parse("t", "root = \"" + dir + "\"\n");
+    WarmUp.Layer estargz = WarmUp.syntheticLayers(dir).stream()
+        .filter(l -> l.descriptor().mediaType().equals(MediaTypes.OCI_LAYER_GZIP)).findFirst().orElseThrow();
+    long shift = 100_000_000L;
+
+    WarmUp.Layer shifted = WarmUp.shifted(estargz, shift);
+
+    LayerIndex original = EstargzToc.read(estargz.descriptor(), estargz.reader(), config.limits());
+    LayerIndex moved = EstargzToc.read(shifted.descriptor(), shifted.reader(), config.limits());
+    List<String> expected = describe(original, 0);
+    List<String> actual = describe(moved, shift);
+    assertEquals(expected.size(), actual.size());
+    for (int i = 0; i < expected.size(); i++) {
+      assertEquals(expected.get(i), actual.get(i), "entry " + i);
+    }
+    assertTrue(original.entries().stream().anyMatch(e -> e.uid() == 0 && e.type() == EntryType.REG), "the warm-up has files owned by root");
+    String json = new String(tocJson(shifted), StandardCharsets.UTF_8);
+    assertTrue(json.startsWith("{\n\t\"version\": 1,\n\t\"entries\": [\n\t\t{\n\t\t\t\"name\": "),
+        json.substring(0, 80));
+    assertFalse(json.contains("\"uid\": 0,"), "a zero uid is left out, as Go's omitempty does");
+    assertTrue(json.contains("\"uid\": 1000,"), "a non-zero uid stays");
+  }
+
+  /** Every entry in full, its chunks' stored offsets less {@code shift}. */
+  private static List<String> describe(LayerIndex index, long shift) {
+    return index.entries().stream().map(e -> String.join("|", e.name(), e.type().toString(), "" + e.size(),
+        "" + e.mode(), e.uid() + ":" + e.gid(), e.userName() + ":" + e.groupName(), e.modTime().toString(),
+        e.linkName(), e.devMajor() + ":" + e.devMinor(), e.digest().toString(),
+        e.xattrs().entrySet().stream().map(x -> x.getKey() + "=" + Arrays.toString(x.getValue()))
+            .sorted().collect(Collectors.joining(",")),
+        e.chunks().stream().map(c -> c.fileOffset() + "+" + c.size() + "@" + (c.stored().offset() - shift) + "+"
+            + c.stored().length() + "/" + c.innerOffset() + "/" + c.digest()).collect(Collectors.joining(","))))
+        .toList();
+  }
+
+  /** The TOC's JSON from a shifted layer's tail: its gzip member holds one tar entry. */
+  private static byte[] tocJson(WarmUp.Layer layer) throws Exception {
+    try (var in = new java.util.zip.GZIPInputStream(new java.io.ByteArrayInputStream(layer.blob()))) {
+      byte[] member = in.readAllBytes();
+      long size = Long.parseLong(new String(member, 124, 11, StandardCharsets.US_ASCII).trim(), 8);
+      return Arrays.copyOfRange(member, 512, 512 + (int) size);
     }
   }
 }
