@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadFeature;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
@@ -34,7 +35,9 @@ import java.util.Optional;
  * entries would otherwise cost a parsed object per entry on top of the index (see docs/benchmarks.md).
  */
 final class TocParser {
-  private static final JsonFactory JSON = new JsonFactory();
+  // The caller closes what it opened: a parser closing its stream at the end of the document left the digest of a
+  // streamed TOC (JSON over 64 MiB) unreadable ("Stream closed" from gzip).
+  private static final JsonFactory JSON = JsonFactory.builder().disable(StreamReadFeature.AUTO_CLOSE_SOURCE).build();
 
   /** One TOC entry as written, refilled for every entry; fields absent from the JSON stay null. */
   static final class EntryJson {
@@ -186,9 +189,21 @@ final class TocParser {
    * Streams the document: {@code top} sees the version, {@code visitor} each entry. Malformed JSON becomes a
    * {@link LayerFormatException}; {@code visitor}'s own exceptions pass through.
    */
-  private static void stream(InputStream json, String layer, Survey top, EntryVisitor visitor, long maxEntries)
+  private static void stream(JsonSource json, String layer, Survey top, EntryVisitor visitor, long maxEntries)
       throws IOException {
-    try (JsonParser p = JSON.createParser(json)) {
+    Optional<byte[]> held = json.held();
+    if (held.isPresent()) {
+      stream(JSON.createParser(held.get()), layer, top, visitor, maxEntries);
+    } else {
+      try (InputStream in = json.open()) {
+        stream(JSON.createParser(in), layer, top, visitor, maxEntries);
+      }
+    }
+  }
+
+  private static void stream(JsonParser parser, String layer, Survey top, EntryVisitor visitor, long maxEntries)
+      throws IOException {
+    try (JsonParser p = parser) {
       if (p.nextToken() != JsonToken.START_OBJECT) {
         throw new LayerFormatException(layer + ": TOC version is null, expected 1");
       }
@@ -251,6 +266,15 @@ final class TocParser {
    */
   interface JsonSource {
     InputStream open() throws IOException;
+
+    /**
+     * The whole document, when it is held in memory: then it is hashed and parsed from the array itself. From a stream
+     * the parser refills an 8,000-byte buffer, and where a buffer happens to end (inside a number, say) takes a branch
+     * that a warmed-up parser may never have taken: the compiled parser was thrown away at a node's first real TOC.
+     */
+    default Optional<byte[]> held() {
+      return Optional.empty();
+    }
   }
 
   /**
@@ -269,7 +293,17 @@ final class TocParser {
     if (bytes.length > limit) {
       return json;
     }
-    return () -> new java.io.ByteArrayInputStream(bytes);
+    return new JsonSource() {
+      @Override
+      public InputStream open() {
+        return new java.io.ByteArrayInputStream(bytes);
+      }
+
+      @Override
+      public Optional<byte[]> held() {
+        return Optional.of(bytes);
+      }
+    };
   }
 
   /** Parses and validates a TOC held in memory (already verified). */
@@ -291,7 +325,15 @@ final class TocParser {
   static LayerIndex parse(
       JsonSource json, Optional<Digest> verify, String layer, LayerFormat format, Digest blob,
       Optional<Digest> tocDigest, ChunkCompression compression, long dataEnd, FetchLimits limits) throws IOException {
-    json = held(json, HELD_JSON_BYTES);
+    return parse(json, verify, layer, format, blob, tocDigest, compression, dataEnd, limits, HELD_JSON_BYTES);
+  }
+
+  /** The parse above, holding JSON of at most {@code heldLimit} bytes (the rest is streamed, twice). */
+  static LayerIndex parse(
+      JsonSource json, Optional<Digest> verify, String layer, LayerFormat format, Digest blob,
+      Optional<Digest> tocDigest, ChunkCompression compression, long dataEnd, FetchLimits limits, int heldLimit)
+      throws IOException {
+    json = held(json, heldLimit);
     Survey survey = new Survey();
     // containers/storage's zstd:chunked gives every stored chunk an endOffset; eStargz (and stargz's zstd:chunked) do
     // not, and a chunk then ends where the next one starts. A mix cannot be read safely.
@@ -304,24 +346,37 @@ final class TocParser {
         survey.start(e.offset);
       }
     };
-    try (InputStream raw = json.open()) {
-      java.security.MessageDigest md = verify.map(Digest::newMessageDigest).orElse(null);
-      InputStream in = md == null ? raw : new java.security.DigestInputStream(raw, md);
-      LayerFormatException malformed = null;
-      try {
-        stream(in, layer, survey, surveyor, limits.maxTocEntries());
-      } catch (LayerFormatException e) {
-        malformed = e;
-      }
-      if (md != null) {
-        in.transferTo(java.io.OutputStream.nullOutputStream());
+    Optional<byte[]> held = json.held();
+    if (held.isPresent()) {
+      if (verify.isPresent()) {
+        java.security.MessageDigest md = verify.get().newMessageDigest();
+        md.update(held.get());
         Digest actual = Digest.of(verify.get().algorithm(), md);
         if (!actual.equals(verify.get())) {
           throw new DigestMismatchException(layer + " TOC", verify.get(), actual);
         }
       }
-      if (malformed != null) {
-        throw malformed;
+      stream(json, layer, survey, surveyor, limits.maxTocEntries());
+    } else {
+      try (InputStream raw = json.open()) {
+        java.security.MessageDigest md = verify.map(Digest::newMessageDigest).orElse(null);
+        InputStream in = md == null ? raw : new java.security.DigestInputStream(raw, md);
+        LayerFormatException malformed = null;
+        try {
+          stream(JSON.createParser(in), layer, survey, surveyor, limits.maxTocEntries());
+        } catch (LayerFormatException e) {
+          malformed = e;
+        }
+        if (md != null) {
+          in.transferTo(java.io.OutputStream.nullOutputStream());
+          Digest actual = Digest.of(verify.get().algorithm(), md);
+          if (!actual.equals(verify.get())) {
+            throw new DigestMismatchException(layer + " TOC", verify.get(), actual);
+          }
+        }
+        if (malformed != null) {
+          throw malformed;
+        }
       }
     }
     if (survey.version == null || survey.version != 1) {
@@ -383,9 +438,7 @@ final class TocParser {
         add(b.build(layer), entries, hardLinks, stored);
       }
     };
-    try (InputStream in = json.open()) {
-      stream(in, layer, null, builder, limits.maxTocEntries());
-    }
+    stream(json, layer, null, builder, limits.maxTocEntries());
     if (current[0] != null) {
       add(current[0].build(layer), entries, hardLinks, stored);
     }
