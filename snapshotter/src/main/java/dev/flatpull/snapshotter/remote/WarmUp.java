@@ -378,7 +378,8 @@ public final class WarmUp {
         if (i % 10 == 9) {
           entry(out, new TarHeader(name, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(i), "f" + (i - 1)
               + ".py", 0, 0, Map.of()), new byte[0]);
-        } else if (i % 50 == 49) {
+        } else if (i % 50 == 48) {
+          // To the file before it (never a link: i - 1 ends in 7).
           entry(out, new TarHeader(name, TarHeader.HARDLINK, 0, 0644, 0, 0, "root", "root", time(i),
               tarName(i - 1), 0, 0, Map.of()), new byte[0]);
         } else {
