@@ -389,8 +389,17 @@ public final class WarmUp {
               i % 100 == 0 ? Map.of("user.warm-up", new byte[] {1, 2}) : Map.of()), content);
         }
       }
-      entry(out, new TarHeader("usr/lib/warm/null", TarHeader.CHAR, 0, 0666, 0, 0, "root", "root", time(1), "", 1,
-          3, Map.of()), new byte[0]);
+      // The device nodes debootstrap leaves in /dev: a minor (or major) number 0 ends its JSON object with a zero,
+      // which the parser's number code had not met ("devMinor":0}).
+      entry(out, new TarHeader("dev/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(2), "", 0, 0, Map.of()),
+          new byte[0]);
+      int[][] devices = {{1, 3}, {1, 5}, {5, 0}, {5, 2}, {0, 0}, {7, 0}};
+      for (int d = 0; d < devices.length; d++) {
+        entry(out, new TarHeader("dev/n" + d, d == 5 ? TarHeader.BLOCK : TarHeader.CHAR, 0, 0666, 0, 0, "root", "root",
+            time(d), "", devices[d][0], devices[d][1], Map.of()), new byte[0]);
+      }
+      entry(out, new TarHeader("dev/fifo", TarHeader.FIFO, 0, 0644, 0, 0, "root", "root", time(3), "", 0, 0,
+          Map.of()), new byte[0]);
       for (int i = 0; i < largeFiles; i++) {
         byte[] content = ("large warm-up file " + i + " line\n").repeat(2300).getBytes();
         entry(out, new TarHeader("usr/share/warm/large" + i, TarHeader.REG, content.length, 0644, 0, 0, "root",

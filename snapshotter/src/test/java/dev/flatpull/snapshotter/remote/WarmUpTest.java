@@ -95,13 +95,14 @@ class WarmUpTest {
     }
     // Every kind of entry a distribution's layer has: a kind the compiled parser never saw sends it back to the
     // interpreter at a node's first real TOC.
-    for (EntryType type : List.of(EntryType.DIR, EntryType.REG, EntryType.SYMLINK, EntryType.HARDLINK,
-        EntryType.CHAR)) {
+    for (EntryType type : EntryType.values()) {
       assertTrue(original.entries().stream().anyMatch(e -> e.type() == type), "the warm-up's layer has " + type);
     }
     assertTrue(original.entries().stream().anyMatch(e -> e.uid() == 0 && e.type() == EntryType.REG),
         "the warm-up has files owned by root");
     assertTrue(original.entries().stream().anyMatch(e -> !e.xattrs().isEmpty()), "the warm-up has xattrs");
+    assertTrue(original.entries().stream().anyMatch(e -> e.type() == EntryType.CHAR && e.devMinor() == 0),
+        "the warm-up has a device of minor number 0");
     String json = new String(tocJson(shifted), StandardCharsets.UTF_8);
     assertTrue(json.startsWith("{\n\t\"version\": 1,\n\t\"entries\": [\n\t\t{\n\t\t\t\"name\": "),
         json.substring(0, 80));
