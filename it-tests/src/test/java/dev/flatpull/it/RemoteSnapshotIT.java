@@ -68,6 +68,26 @@ class RemoteSnapshotIT {
     String snapshots = containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "ls").stdout();
     assertTrue(snapshots.contains("Committed"), snapshots);
     assertEquals(1.0, metric("flatpull_remote_snapshots_total"), flatpull.log());
+    // The remote Prepare's timeline, from each process's side, in its log and as histograms (the warm-ups' own
+    // synthetic image left out).
+    List<String> lines = flatpull.log().lines().filter(l -> !l.contains("/flatpull/warm-up:")).toList();
+    assertEquals(1, lines.stream().filter(l -> java.util.regex.Pattern.compile("is served lazily from .*: Prepare"
+        + " received, manifest known after \\d+ ms, mounted after \\d+ ms").matcher(l).find()).count(),
+        String.join("\n", lines));
+    assertEquals(1, lines.stream().filter(l -> java.util.regex.Pattern.compile("TOC fetched and verified in \\d+"
+        + " ms, tree built in \\d+ ms, mounted in \\d+ ms").matcher(l).find()).count(), String.join("\n", lines));
+    for (String timer : List.of("flatpull_prepare_manifest_seconds_count", "flatpull_prepare_mount_seconds_count",
+        "flatpull_layer_toc_seconds_count", "flatpull_layer_tree_seconds_count",
+        "flatpull_layer_mount_seconds_count")) {
+      assertEquals(1.0, metric(timer), timer);
+    }
+    // Before any container runs, what containerd's create reads (/etc/passwd, /etc/group) is fetched: the layer has no
+    // landmark files and background fetch is off here, so nothing else reaches the page cache.
+    double cached = 0;
+    for (int i = 0; i < 100 && (cached = metric("flatpull_page_cache_disk_entries")) == 0; i++) {
+      Thread.sleep(100);
+    }
+    assertTrue(cached >= 1, "nothing prefetched after the pull");
     long afterPull = (long) metric("flatpull_registry_bytes_total");
 
     Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "py1",

@@ -453,20 +453,33 @@ public final class LayerServer implements AutoCloseable {
    * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
    * it does not compete with the start the runtime image is for.
    */
+  /**
+   * Files containerd reads at every container's create, before the container runs: from 1.6 on, the spec it builds
+   * from the image mounts the root file system to look up {@code /etc/passwd} and {@code /etc/group}
+   * ({@code oci.WithAdditionalGIDs}). A lazy start prefetches them with the landmark's files, so that the create does
+   * not wait for them; a start from a runtime image leaves them to it (and to on-demand reads).
+   */
+  static final List<String> READ_AT_CREATE = List.of("etc/passwd", "etc/group");
+
   private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session) {
     List<String> prioritized = settings.prefetch() ? lazy.index().prioritized() : List.of();
+    List<String> lazyStart = new ArrayList<>(prioritized);
+    if (settings.prefetch()) {
+      lazyStart.addAll(0, READ_AT_CREATE);
+    }
     if (!settings.prefetch() && !settings.backgroundFetch()) {
       return List.of();
     }
     if (session.isEmpty()) {
-      LayerPrefetcher p = new LayerPrefetcher(lazy, cache, activity, prioritized, settings.backgroundFetch());
+      LayerPrefetcher p = new LayerPrefetcher(lazy, cache, activity, lazyStart, settings.backgroundFetch());
       threads.prefetch().execute(p);
       return List.of(p);
     }
-    LayerPrefetcher first = new LayerPrefetcher(lazy, cache, activity, prioritized, false);
+    LayerPrefetcher withRuntimeImage = new LayerPrefetcher(lazy, cache, activity, prioritized, false);
+    LayerPrefetcher withoutRuntimeImage = new LayerPrefetcher(lazy, cache, activity, lazyStart, false);
     LayerPrefetcher rest = new LayerPrefetcher(lazy, cache, activity, List.of(), settings.backgroundFetch());
     session.get().runtimeImage.thenAccept(loaded -> {
-      threads.prefetch().execute(first);
+      threads.prefetch().execute(loaded ? withRuntimeImage : withoutRuntimeImage);
       if (!settings.backgroundFetch()) {
         return;
       }
@@ -477,7 +490,7 @@ public final class LayerServer implements AutoCloseable {
         threads.prefetch().execute(rest);
       }
     });
-    return List.of(first, rest);
+    return List.of(withRuntimeImage, withoutRuntimeImage, rest);
   }
 
   private static String formatName(LazyLayer lazy) {
