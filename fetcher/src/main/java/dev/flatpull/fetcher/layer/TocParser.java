@@ -306,6 +306,14 @@ final class TocParser {
     };
   }
 
+  private static void checkDigest(String layer, Digest expected, java.security.MessageDigest md)
+      throws DigestMismatchException {
+    Digest actual = Digest.of(expected.algorithm(), md);
+    if (!actual.equals(expected)) {
+      throw new DigestMismatchException(layer + " TOC", expected, actual);
+    }
+  }
+
   /** Parses and validates a TOC held in memory (already verified). */
   static LayerIndex parse(
       byte[] json, String layer, LayerFormat format, Digest blob, Optional<Digest> tocDigest,
@@ -351,10 +359,7 @@ final class TocParser {
       if (verify.isPresent()) {
         java.security.MessageDigest md = verify.get().newMessageDigest();
         md.update(held.get());
-        Digest actual = Digest.of(verify.get().algorithm(), md);
-        if (!actual.equals(verify.get())) {
-          throw new DigestMismatchException(layer + " TOC", verify.get(), actual);
-        }
+        checkDigest(layer, verify.get(), md);
       }
       stream(json, layer, survey, surveyor, limits.maxTocEntries());
     } else {
@@ -369,10 +374,7 @@ final class TocParser {
         }
         if (md != null) {
           in.transferTo(java.io.OutputStream.nullOutputStream());
-          Digest actual = Digest.of(verify.get().algorithm(), md);
-          if (!actual.equals(verify.get())) {
-            throw new DigestMismatchException(layer + " TOC", verify.get(), actual);
-          }
+          checkDigest(layer, verify.get(), md);
         }
         if (malformed != null) {
           throw malformed;

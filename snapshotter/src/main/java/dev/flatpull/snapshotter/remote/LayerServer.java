@@ -449,11 +449,6 @@ public final class LayerServer implements AutoCloseable {
   }
 
   /**
-   * Starts prefetching a layer: at once without a session; with one, after its runtime-image lookup, and when a
-   * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
-   * it does not compete with the start the runtime image is for.
-   */
-  /**
    * Files containerd reads at every container's create, before the container runs: from 1.6 on, the spec it builds
    * from the image mounts the root file system to look up {@code /etc/passwd} and {@code /etc/group}
    * ({@code oci.WithAdditionalGIDs}). A lazy start prefetches them with the landmark's files, so that the create does
@@ -461,6 +456,11 @@ public final class LayerServer implements AutoCloseable {
    */
   static final List<String> READ_AT_CREATE = List.of("etc/passwd", "etc/group");
 
+  /**
+   * Starts prefetching a layer: at once without a session; with one, after its runtime-image lookup, and when a
+   * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
+   * it does not compete with the start the runtime image is for.
+   */
   private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session) {
     List<String> prioritized = settings.prefetch() ? lazy.index().prioritized() : List.of();
     List<String> lazyStart = new ArrayList<>(prioritized);

@@ -262,14 +262,7 @@ public final class WarmUp {
   static Layer shifted(Layer estargz, long shift) throws IOException {
     Descriptor d = estargz.descriptor();
     long tocOffset = Long.parseLong(d.annotation(LayerFormat.ESTARGZ_TOC_OFFSET).orElseThrow());
-    byte[] blob = estargz.blob();
-    ObjectNode toc;
-    try (var in = new GZIPInputStream(new ByteArrayInputStream(blob, (int) tocOffset,
-        blob.length - EstargzToc.FOOTER_SIZE - (int) tocOffset))) {
-      byte[] member = in.readAllBytes();
-      long size = Long.parseLong(new String(member, 124, 11, StandardCharsets.US_ASCII).trim(), 8);
-      toc = (ObjectNode) JSON.readTree(Arrays.copyOfRange(member, 512, 512 + (int) size));
-    }
+    ObjectNode toc = (ObjectNode) JSON.readTree(tocJson(estargz));
     ObjectNode go = JSON.createObjectNode().put("version", 1);
     ArrayNode entries = go.putArray("entries");
     for (var e : toc.withArray("entries")) {
@@ -293,6 +286,19 @@ public final class WarmUp {
     annotations.put(LayerFormat.ESTARGZ_TOC_OFFSET, Long.toString(tocOffset + shift));
     return new Layer(new Descriptor(d.mediaType(), d.digest(), tocOffset + shift + bytes.length, annotations), bytes,
         tocOffset + shift);
+  }
+
+  /** The TOC's JSON of an eStargz {@code layer}: the one tar entry of the gzip member between its TOC and footer. */
+  static byte[] tocJson(Layer layer) throws IOException {
+    int start = (int) (Long.parseLong(layer.descriptor().annotation(LayerFormat.ESTARGZ_TOC_OFFSET).orElseThrow())
+        - layer.at());
+    byte[] blob = layer.blob();
+    try (var in = new GZIPInputStream(new ByteArrayInputStream(blob, start,
+        blob.length - EstargzToc.FOOTER_SIZE - start))) {
+      byte[] member = in.readAllBytes();
+      long size = Long.parseLong(new String(member, 124, 11, StandardCharsets.US_ASCII).trim(), 8);
+      return Arrays.copyOfRange(member, 512, 512 + (int) size);
+    }
   }
 
   /**

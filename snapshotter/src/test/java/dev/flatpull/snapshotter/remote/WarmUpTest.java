@@ -103,7 +103,7 @@ class WarmUpTest {
     assertTrue(original.entries().stream().anyMatch(e -> !e.xattrs().isEmpty()), "the warm-up has xattrs");
     assertTrue(original.entries().stream().anyMatch(e -> e.type() == EntryType.CHAR && e.devMinor() == 0),
         "the warm-up has a device of minor number 0");
-    String json = new String(tocJson(shifted), StandardCharsets.UTF_8);
+    String json = new String(WarmUp.tocJson(shifted), StandardCharsets.UTF_8);
     assertTrue(json.startsWith("{\n\t\"version\": 1,\n\t\"entries\": [\n\t\t{\n\t\t\t\"name\": "),
         json.substring(0, 80));
     assertFalse(json.contains("\"uid\": 0,"), "a zero uid is left out, as Go's omitempty does");
@@ -120,14 +120,5 @@ class WarmUpTest {
         e.chunks().stream().map(c -> c.fileOffset() + "+" + c.size() + "@" + (c.stored().offset() - shift) + "+"
             + c.stored().length() + "/" + c.innerOffset() + "/" + c.digest()).collect(Collectors.joining(","))))
         .toList();
-  }
-
-  /** The TOC's JSON from a shifted layer's tail: its gzip member holds one tar entry. */
-  private static byte[] tocJson(WarmUp.Layer layer) throws Exception {
-    try (var in = new java.util.zip.GZIPInputStream(new java.io.ByteArrayInputStream(layer.blob()))) {
-      byte[] member = in.readAllBytes();
-      long size = Long.parseLong(new String(member, 124, 11, StandardCharsets.US_ASCII).trim(), 8);
-      return Arrays.copyOfRange(member, 512, 512 + (int) size);
-    }
   }
 }
