@@ -110,10 +110,9 @@ public final class LayerMount implements AutoCloseable {
     }
   }
 
-  /** Whether something is mounted at {@code mountPoint} (per /proc/self/mounts). */
+  /** Whether something is mounted at {@code mountPoint}. */
   public static boolean isMounted(Path mountPoint) throws IOException {
-    String target = " " + mountPoint.toAbsolutePath().normalize() + " ";
-    return Files.readAllLines(Path.of("/proc/self/mounts")).stream().anyMatch(l -> l.contains(target));
+    return MountTable.isMountPoint(mountPoint);
   }
 
   /** {@code fusermount -u -z}: detaches the mount now, even with files open in it. */

@@ -80,7 +80,7 @@ class MountCommandIT {
   }
 
   private long mountsUnder(Path dir) throws IOException {
-    return dev.flatpull.snapshotter.overlay.HostMounts.under(dir).size();
+    return dev.flatpull.fuse.MountTable.under(dir).size();
   }
 
   @Test

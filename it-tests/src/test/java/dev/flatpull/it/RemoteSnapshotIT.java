@@ -363,7 +363,7 @@ class RemoteSnapshotIT {
 
   private static boolean isServed(Path p) {
     try {
-      return Files.readAllLines(Path.of("/proc/self/mounts")).stream().anyMatch(l -> l.contains(" " + p + " "));
+      return dev.flatpull.fuse.MountTable.isMountPoint(p);
     } catch (IOException e) {
       throw new java.io.UncheckedIOException(e);
     }
@@ -389,9 +389,7 @@ class RemoteSnapshotIT {
       Thread.sleep(100);
     }
     assertEquals(0, left, "snapshots left in flatpull after image rm and GC");
-    List<String> mounts = Files.readAllLines(Path.of("/proc/self/mounts")).stream()
-        .filter(l -> l.contains(flatpull.root().toString())).toList();
-    assertEquals(List.of(), mounts);
+    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(flatpull.root()));
     try (var s = Files.list(flatpull.root().resolve("remote"))) {
       assertEquals(0, s.count());
     }
@@ -415,8 +413,7 @@ class RemoteSnapshotIT {
     try (var s = Files.list(flatpull.root().resolve("remote"))) {
       assertEquals(0, s.count(), "the restart removes the unrecorded mount");
     }
-    assertTrue(Files.readAllLines(Path.of("/proc/self/mounts")).stream()
-        .noneMatch(l -> l.contains(flatpull.root().toString())), "no mount of the crash is left");
+    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(flatpull.root()), "no mount of the crash is left");
     for (int i = 0; i < 120; i++) { // until containerd has redialled the restarted daemon
       if (containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image).exitCode() == 0) {
         break;

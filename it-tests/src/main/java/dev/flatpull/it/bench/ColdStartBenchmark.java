@@ -300,11 +300,8 @@ public final class ColdStartBenchmark {
         if (stargz.isPresent()) {
           stargz.get().destroy();
           stargz.get().waitFor();
-          for (String m : Files.readAllLines(Path.of("/proc/self/mounts"))) {
-            String target = m.split(" ")[1];
-            if (target.startsWith(stargzRoot.orElseThrow().toString())) {
-              Processes.run(List.of("umount", "-l", target), 10);
-            }
+          for (Path m : dev.flatpull.fuse.MountTable.under(stargzRoot.orElseThrow())) {
+            Processes.run(List.of("umount", "-l", m.toString()), 10);
           }
           Processes.deleteTree(stargzRoot.orElseThrow());
         }

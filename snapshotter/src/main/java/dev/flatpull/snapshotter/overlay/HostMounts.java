@@ -1,39 +1,19 @@
 package dev.flatpull.snapshotter.overlay;
 
+import dev.flatpull.fuse.MountTable;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-/** The kernel's mount table as seen by this process, and detaching mounts from it. */
+/**
+ * Mounts of this host beyond what {@link MountTable} reads: how mounts propagate between namespaces, detaching them, and
+ * mount(8) and umount(8) themselves.
+ */
 public final class HostMounts {
   private HostMounts() {}
-
-  /** Mount points at or below {@code dir}, deepest first (the order they must be detached in). */
-  public static List<Path> under(Path dir) throws IOException {
-    Path base = dir.toAbsolutePath().normalize();
-    List<Path> found = new ArrayList<>();
-    for (String line : Files.readAllLines(Path.of("/proc/self/mounts"))) {
-      String[] fields = line.split(" ");
-      if (fields.length < 3) {
-        continue;
-      }
-      Path target = Path.of(unescape(fields[1]));
-      if (target.startsWith(base)) {
-        found.add(target);
-      }
-    }
-    found.sort(Comparator.comparingInt(Path::getNameCount).reversed());
-    return found;
-  }
-
-  public static boolean isMountPoint(Path dir) throws IOException {
-    return under(dir).contains(dir.toAbsolutePath().normalize());
-  }
 
   /**
    * How mounts made below a mount point reach other mount namespaces ({@code mount --make-shared} and kin).
@@ -66,15 +46,10 @@ public final class HostMounts {
     Path target = dir.toAbsolutePath().normalize();
     Path best = null;
     Propagation found = new Propagation(0, 0);
-    for (String line : mountinfo) {
-      String[] f = line.split(" ");
-      if (f.length < 7) {
-        continue;
-      }
-      Path point = Path.of(unescape(f[4]));
-      if (target.startsWith(point) && (best == null || point.getNameCount() >= best.getNameCount())) {
-        best = point;
-        found = optionalFields(f);
+    for (MountTable.Mount m : MountTable.parse(mountinfo)) {
+      if (target.startsWith(m.point()) && (best == null || m.point().getNameCount() >= best.getNameCount())) {
+        best = m.point();
+        found = propagation(m);
       }
     }
     return found;
@@ -82,8 +57,8 @@ public final class HostMounts {
 
   /** Whether a mount of {@code mountinfo} (another process's) is a peer or a slave of {@code peerGroup}. */
   public static boolean reaches(int peerGroup, List<String> mountinfo) {
-    for (String line : mountinfo) {
-      Propagation p = optionalFields(line.split(" "));
+    for (MountTable.Mount m : MountTable.parse(mountinfo)) {
+      Propagation p = propagation(m);
       if (peerGroup > 0 && (p.peerGroup() == peerGroup || p.master() == peerGroup)) {
         return true;
       }
@@ -91,15 +66,15 @@ public final class HostMounts {
     return false;
   }
 
-  private static Propagation optionalFields(String[] f) {
+  private static Propagation propagation(MountTable.Mount m) {
     int shared = 0;
     int master = 0;
-    for (int i = 6; i < f.length && !f[i].equals("-"); i++) {
+    for (String f : m.optional()) {
       try {
-        if (f[i].startsWith("shared:")) {
-          shared = Integer.parseInt(f[i].substring("shared:".length()));
-        } else if (f[i].startsWith("master:")) {
-          master = Integer.parseInt(f[i].substring("master:".length()));
+        if (f.startsWith("shared:")) {
+          shared = Integer.parseInt(f.substring("shared:".length()));
+        } else if (f.startsWith("master:")) {
+          master = Integer.parseInt(f.substring("master:".length()));
         }
       } catch (NumberFormatException e) {
         // Not a propagation field.
@@ -115,7 +90,7 @@ public final class HostMounts {
 
   /** Detaches every mount at or below {@code dir}, deepest first. */
   public static void detachAllUnder(Path dir) throws IOException {
-    for (Path p : under(dir)) {
+    for (Path p : MountTable.under(dir)) {
       detach(p);
     }
   }
@@ -132,27 +107,5 @@ public final class HostMounts {
       Thread.currentThread().interrupt();
       throw new InterruptedIOException(String.join(" ", command) + " interrupted");
     }
-  }
-
-  // /proc/self/mounts and mountinfo escape space, tab, newline and backslash as octal.
-  private static String unescape(String s) {
-    if (s.indexOf('\\') < 0) {
-      return s;
-    }
-    StringBuilder b = new StringBuilder();
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c == '\\' && i + 4 <= s.length()) {
-        try {
-          b.append((char) Integer.parseInt(s.substring(i + 1, i + 4), 8));
-          i += 3;
-          continue;
-        } catch (NumberFormatException e) {
-          // Not an escape after all.
-        }
-      }
-      b.append(c);
-    }
-    return b.toString();
   }
 }

@@ -67,11 +67,10 @@ final class ReadaheadKnobs {
 
   /** MAJ:MIN of the file system mounted at {@code mountPoint}, from /proc/self/mountinfo. */
   private static String deviceOf(Path mountPoint) throws IOException {
-    String target = mountPoint.toAbsolutePath().normalize().toString();
-    for (String line : Files.readAllLines(Path.of("/proc/self/mountinfo"))) {
-      String[] f = line.split(" ");
-      if (f.length > 4 && f[4].equals(target)) {
-        return f[2];
+    Path target = mountPoint.toAbsolutePath().normalize();
+    for (dev.flatpull.fuse.MountTable.Mount m : dev.flatpull.fuse.MountTable.read()) {
+      if (m.point().equals(target)) {
+        return m.device();
       }
     }
     throw new IOException("not mounted");
