@@ -51,6 +51,20 @@ public final class LayerFileSystem extends FuseStubFS {
     return initialized;
   }
 
+  /** The table of callbacks libfuse calls, for {@link FuseSession}. */
+  ru.serce.jnrfuse.struct.FuseOperations operations() {
+    return fuseOperations;
+  }
+
+  /**
+   * Tells jnr-fuse that this file system is mounted at {@code at} by {@link FuseSession}, so that its {@link #umount}
+   * (which ends the session and detaches the mount) works as after its own mount.
+   */
+  void mountedAt(java.nio.file.Path at) {
+    mountPoint = at;
+    mounted.set(true);
+  }
+
   @FunctionalInterface
   private interface Op {
     int run() throws Exception;

@@ -45,18 +45,18 @@ public final class LayerMount implements AutoCloseable {
     return mount(fs, mountPoint, singleThreaded, LOOP_THREADS);
   }
 
-  /** A thread of its own per mount, for the FUSE loop, which runs as long as the mount. */
-  public static final Executor LOOP_THREADS = loop -> {
-    Thread t = new Thread(loop, "fuse-loop");
+  /** A thread of its own for each of a mount's FUSE workers (see {@link FuseSession}), each as long as it serves. */
+  public static final Executor LOOP_THREADS = worker -> {
+    Thread t = new Thread(worker, "flatpull-fuse");
     t.setDaemon(true);
     t.start();
   };
 
   /**
-   * Mounts with the FUSE loop on {@code loopThreads} (it occupies one thread until unmounted) and returns as soon as
-   * libfuse has initialised the mount. jnr-fuse's own non-blocking mount waits a fixed two seconds for a result that
-   * only comes at unmount, so every mount took at least two seconds; here the loop runs in blocking mode and
-   * readiness comes from libfuse's {@code init} callback.
+   * Mounts with the FUSE workers on {@code loopThreads} (each task occupies its thread until the worker ends) and
+   * returns as soon as the kernel has initialised the mount. The workers are Java threads (see {@link FuseSession}):
+   * libfuse's own are attached to the JVM and detached again around every callback. Readiness comes from libfuse's
+   * {@code init} callback: jnr-fuse's own non-blocking mount waited a fixed two seconds for it.
    */
   public static LayerMount mount(LayerFileSystem fs, Path mountPoint, boolean singleThreaded, Executor loopThreads)
       throws IOException {
@@ -66,15 +66,9 @@ public final class LayerMount implements AutoCloseable {
     if (singleThreaded) {
       options.add("-s");
     }
-    CompletableFuture<Void> loopEnded = new CompletableFuture<>();
-    loopThreads.execute(() -> {
-      try {
-        fs.mount(mountPoint, true, false, options.toArray(String[]::new));
-        loopEnded.complete(null);
-      } catch (Throwable t) {
-        loopEnded.completeExceptionally(t);
-      }
-    });
+    Path at = mountPoint.toAbsolutePath();
+    CompletableFuture<Void> loopEnded = FuseSession.start(fs.operations(), "flatpull", at, options, loopThreads);
+    fs.mountedAt(at);
     try {
       CompletableFuture.anyOf(fs.initialized(), loopEnded).get(MOUNT_TIMEOUT_SECONDS, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
@@ -87,6 +81,7 @@ public final class LayerMount implements AutoCloseable {
       throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: " + cause, cause);
     }
     if (!fs.initialized().isDone()) {
+      fs.umount();
       throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: libfuse ended before the"
           + " kernel initialised the mount (is /dev/fuse usable and fusermount installed?)");
     }

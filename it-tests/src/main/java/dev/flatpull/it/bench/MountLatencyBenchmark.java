@@ -29,8 +29,11 @@ import java.util.Locale;
 
 /**
  * Time from a verified layer index to a mounted tree, for the first mount of a process and for later ones, with and
- * (argument {@code warm}) without the FUSE manager's warm-up first, and the first read through each mount. Needs root
- * and FUSE. Run with {@code bin/benchmark-mount-latency [warm]}.
+ * (argument {@code warm}) without the FUSE manager's warm-up first, and the first read through each mount. Then the
+ * round trip of one FUSE operation (a getxattr the kernel does not cache) on fresh mounts served by flatpull's session
+ * loop ({@code LayerMount}: Java worker threads) and by libfuse's own loop (jnr-fuse's {@code mount}: native threads
+ * that jnr attaches to the JVM around each callback), alternating in one run. Needs root and FUSE. Run with {@code
+ * bin/benchmark-mount-latency [warm]}.
  */
 public final class MountLatencyBenchmark {
   private MountLatencyBenchmark() {}
@@ -71,9 +74,61 @@ public final class MountLatencyBenchmark {
                 (t1 - t0) / 1e6, (t2 - t1) / 1e6);
           }
         }
+        operationRoundTrips(lazy, cache, dir);
       }
     } finally {
       Processes.deleteTree(dir);
     }
+  }
+
+  /** Operations per fresh mount: a cold start makes a few hundred on each of its layers' mounts. */
+  private static final int OPERATIONS = 500;
+
+  /**
+   * Median microseconds of one getxattr through fresh mounts of each loop, over rounds that alternate them (the
+   * first round of each only warms the JIT and is left out).
+   */
+  private static void operationRoundTrips(LazyLayer lazy, PageCache cache, Path dir) throws Exception {
+    int rounds = 6;
+    double[][] micros = new double[2][rounds - 1];
+    for (int round = 0; round < rounds; round++) {
+      for (int loop = 0; loop < 2; loop++) {
+        LayerFileSystem fs = new LayerFileSystem(LayerTree.of(lazy.index()), new LayerContentReader(lazy, cache),
+            FuseEvents.NONE);
+        Path at = dir.resolve("ops-" + round + "-" + loop);
+        Files.createDirectories(at);
+        AutoCloseable mounted;
+        if (loop == 0) {
+          mounted = LayerMount.mount(fs, at);
+        } else {
+          // jnr-fuse's own loop (its non-blocking mount returns after a fixed two seconds).
+          fs.mount(at, false, false, new String[] {"-o", "ro,allow_other,default_permissions"});
+          mounted = fs::umount;
+        }
+        try (mounted) {
+          var view = Files.getFileAttributeView(at.resolve("f7"),
+              java.nio.file.attribute.UserDefinedFileAttributeView.class);
+          long t0 = System.nanoTime();
+          for (int i = 0; i < OPERATIONS; i++) {
+            try {
+              view.size("absent");
+            } catch (java.nio.file.FileSystemException expected) {
+              // ENODATA: the answer is the round trip itself.
+            }
+          }
+          if (round > 0) {
+            micros[loop][round - 1] = (System.nanoTime() - t0) / 1e3 / OPERATIONS;
+          }
+        }
+      }
+    }
+    for (double[] m : micros) {
+      Arrays.sort(m);
+    }
+    double ours = micros[0][micros[0].length / 2];
+    double theirs = micros[1][micros[1].length / 2];
+    System.out.printf(Locale.ROOT, "getxattr round trip, %d on each fresh mount, median of %d mounts: flatpull's"
+        + " session loop %.1f us, libfuse's own loop %.1f us (%.2fx)%n", OPERATIONS, rounds - 1, ours, theirs,
+        theirs / ours);
   }
 }
