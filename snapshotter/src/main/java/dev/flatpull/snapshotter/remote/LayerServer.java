@@ -228,6 +228,8 @@ public final class LayerServer implements AutoCloseable {
         contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
             .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE),
         NEIGHBOURHOOD);
+    // Beside the tree and the mount, not on the first read's path.
+    threads.tocs().execute(reader::prepare);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
     LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
