@@ -24,11 +24,13 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
- * Content-addressed files under {@code DIR/sha256/HEX}. Writes go to {@code DIR/tmp}, are fsynced, then renamed into
- * place (an existing destination is kept: same digest, same content), so a crash leaves either no entry or a complete
- * one; leftovers in {@code tmp} are deleted on open. Every read re-verifies the content and deletes an entry that does
- * not match (disk corruption, or a file written by something else). Least recently used entries are evicted beyond the
- * budget. Thread-safe.
+ * Content-addressed files under {@code DIR/sha256/HEX}. Writes go to {@code DIR/tmp}, then are renamed into place (an
+ * existing destination is kept: same digest, same content), so a killed process leaves either no entry or a complete
+ * one; leftovers in {@code tmp} are deleted on open. Writes are not fsynced: every read re-verifies the content and
+ * deletes an entry that does not match (disk corruption, a file written by something else, or one that a power loss
+ * left short), so an entry the disk lost costs a fetch, never a wrong byte, and an fsync per chunk (hundreds in a cold
+ * start, each a journal commit while the service reads the same disk) would buy nothing. Least recently used entries
+ * are evicted beyond the budget. Thread-safe.
  */
 final class DiskTier {
   private record Entry(long size, long lastUsed) {}
@@ -117,7 +119,7 @@ final class DiskTier {
     return Optional.of(content);
   }
 
-  /** Stores verified content durably; a no-op when the entry exists. */
+  /** Stores verified content (in the kernel's hands when this returns; see the class comment); a no-op when the entry exists. */
   void put(Digest d, byte[] content) throws IOException {
     if (!"sha256".equals(d.algorithm()) || index.containsKey(d)) {
       return;
@@ -129,7 +131,6 @@ final class DiskTier {
       while (buf.hasRemaining()) {
         ch.write(buf);
       }
-      ch.force(true);
     }
     try {
       if (Files.exists(target)) {

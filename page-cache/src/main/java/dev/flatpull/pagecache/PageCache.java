@@ -28,7 +28,7 @@ import java.util.concurrent.atomic.LongAdder;
  * fetch it themselves.
  *
  * <p>Content loaded on a read miss reaches readers from memory at once; its disk copy is written behind, on the
- * cache's own writer thread, so that an fsync never delays a read. {@link #put} writes through. Thread-safe;
+ * cache's own writer thread, so that a disk write never delays a read. {@link #put} writes through. Thread-safe;
  * {@link #close} waits for pending disk writes.
  */
 public final class PageCache implements AutoCloseable {
@@ -230,7 +230,7 @@ public final class PageCache implements AutoCloseable {
     }
   }
 
-  /** Verifies and stores content supplied from elsewhere (it must match {@code digest}), durably before returning. */
+  /** Verifies and stores content supplied from elsewhere (it must match {@code digest}), on disk before returning. */
   public void put(Digest digest, byte[] content) throws IOException {
     byte[] verified = VerifiedContent.check(digest, "content put into the page cache", content).bytes();
     memory.put(digest, verified);
@@ -238,7 +238,7 @@ public final class PageCache implements AutoCloseable {
   }
 
   /**
-   * Makes verified content visible in memory now and durable on disk soon, off the caller's thread. When the
+   * Makes verified content visible in memory now and stored on disk soon, off the caller's thread. When the
    * write-behind queue is full, a producer ({@code producer}: a runtime-image stream filling reservations) waits for
    * the disk, which paces it to the disk's speed; a reader (a FUSE read that missed) never waits on the disk: its
    * content stays in memory only, counted. If waiting is interrupted, the content stays in memory only too.
