@@ -228,12 +228,13 @@ public final class LayerServer implements AutoCloseable {
         contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
             .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE),
         NEIGHBOURHOOD);
-    // Beside the tree and the mount, not on the first read's path.
-    threads.tocs().execute(reader::prepare);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
     LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
     long t3 = nanoTime.getAsLong();
+    // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
+    // for it.
+    threads.tocs().execute(reader::prepare);
     ReadaheadKnobs readahead = new ReadaheadKnobs();
     session.ifPresent(x -> narrowWhileStarting(x, key, readahead));
     List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
