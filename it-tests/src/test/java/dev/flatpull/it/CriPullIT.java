@@ -78,9 +78,9 @@ class CriPullIT {
     long imageBytes = status.getImage().getSize();
 
     assertEquals(1.0, metric("flatpull_remote_snapshots_total"), flatpull.log());
-    List<Path> fuse = dev.flatpull.fuse.MountTable.read().stream()
+    List<Path> fuse = dev.flatpull.core.MountTable.read().stream()
         .filter(m -> m.point().startsWith(flatpull.root()) && m.type().startsWith("fuse"))
-        .map(dev.flatpull.fuse.MountTable.Mount::point).toList();
+        .map(dev.flatpull.core.MountTable.Mount::point).toList();
     assertFalse(fuse.isEmpty(), "the layer is a FUSE mount of flatpull's");
     assertTrue(atPull.bytesDown() < imageBytes / 4, "the pull took " + atPull.bytesDown() + " bytes of an image of "
         + imageBytes + ": " + LinkEmulator.describe(atPull));

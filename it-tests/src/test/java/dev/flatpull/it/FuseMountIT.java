@@ -106,7 +106,7 @@ class FuseMountIT {
     Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("w");
     dev.flatpull.snapshotter.remote.WarmUp.run(dir, java.time.InstantSource.system()); // throws when any step fails
     assertFalse(Files.exists(dir));
-    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(dir));
+    assertEquals(List.of(), dev.flatpull.core.MountTable.under(dir));
     Files.delete(dir.getParent());
   }
 
@@ -116,7 +116,7 @@ class FuseMountIT {
     Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("s");
     dev.flatpull.snapshotter.remote.WarmUp.service(dir, "test", System::nanoTime, java.time.InstantSource.system());
     assertFalse(Files.exists(dir));
-    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(dir));
+    assertEquals(List.of(), dev.flatpull.core.MountTable.under(dir));
     Files.delete(dir.getParent());
   }
 

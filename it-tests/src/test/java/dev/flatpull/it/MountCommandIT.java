@@ -80,7 +80,7 @@ class MountCommandIT {
   }
 
   private long mountsUnder(Path dir) throws IOException {
-    return dev.flatpull.fuse.MountTable.under(dir).size();
+    return dev.flatpull.core.MountTable.under(dir).size();
   }
 
   @Test

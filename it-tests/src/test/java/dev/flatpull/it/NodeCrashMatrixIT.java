@@ -183,7 +183,7 @@ class NodeCrashMatrixIT {
     try (Stream<Path> dirs = Files.list(flatpull.root().resolve("snapshots"))) {
       assertEquals(List.of(), dirs.toList(), "round " + round + ": orphaned snapshot directories");
     }
-    List<Path> mounts = dev.flatpull.fuse.MountTable.under(flatpull.root());
+    List<Path> mounts = dev.flatpull.core.MountTable.under(flatpull.root());
     assertEquals(List.of(), mounts, "round " + round + ": mounts left under the root");
     Path blobs = flatpull.root().resolve("cache/sha256");
     if (Files.isDirectory(blobs)) {

@@ -363,7 +363,7 @@ class RemoteSnapshotIT {
 
   private static boolean isServed(Path p) {
     try {
-      return dev.flatpull.fuse.MountTable.isMountPoint(p);
+      return dev.flatpull.core.MountTable.isMountPoint(p);
     } catch (IOException e) {
       throw new java.io.UncheckedIOException(e);
     }
@@ -389,7 +389,7 @@ class RemoteSnapshotIT {
       Thread.sleep(100);
     }
     assertEquals(0, left, "snapshots left in flatpull after image rm and GC");
-    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(flatpull.root()));
+    assertEquals(List.of(), dev.flatpull.core.MountTable.under(flatpull.root()));
     try (var s = Files.list(flatpull.root().resolve("remote"))) {
       assertEquals(0, s.count());
     }
@@ -413,7 +413,7 @@ class RemoteSnapshotIT {
     try (var s = Files.list(flatpull.root().resolve("remote"))) {
       assertEquals(0, s.count(), "the restart removes the unrecorded mount");
     }
-    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(flatpull.root()), "no mount of the crash is left");
+    assertEquals(List.of(), dev.flatpull.core.MountTable.under(flatpull.root()), "no mount of the crash is left");
     for (int i = 0; i < 120; i++) { // until containerd has redialled the restarted daemon
       if (containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image).exitCode() == 0) {
         break;

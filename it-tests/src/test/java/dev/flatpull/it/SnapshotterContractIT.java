@@ -209,7 +209,7 @@ class SnapshotterContractIT {
       assertEquals(0, s.count(), "a remote mount point was left behind");
     }
     assertEquals(dirsBefore + 2, snapshotDirs());
-    assertEquals(List.of(), dev.flatpull.fuse.MountTable.under(flatpull.root().resolve("remote")));
+    assertEquals(List.of(), dev.flatpull.core.MountTable.under(flatpull.root().resolve("remote")));
   }
 
   private List<Mount> prepare(String key, String parent, Map<String, String> labels) {

@@ -300,7 +300,7 @@ public final class ColdStartBenchmark {
         if (stargz.isPresent()) {
           stargz.get().destroy();
           stargz.get().waitFor();
-          for (Path m : dev.flatpull.fuse.MountTable.under(stargzRoot.orElseThrow())) {
+          for (Path m : dev.flatpull.core.MountTable.under(stargzRoot.orElseThrow())) {
             Processes.run(List.of("umount", "-l", m.toString()), 10);
           }
           Processes.deleteTree(stargzRoot.orElseThrow());

@@ -101,9 +101,7 @@ public final class MountLatencyBenchmark {
         if (loop == 0) {
           mounted = LayerMount.mount(fs, at);
         } else {
-          // jnr-fuse's own loop (its non-blocking mount returns after a fixed two seconds).
-          fs.mount(at, false, false, new String[] {"-o", "ro,allow_other,default_permissions"});
-          mounted = fs::umount;
+          mounted = LayerMount.mountOnLibfuseThreads(fs, at);
         }
         try (mounted) {
           var view = Files.getFileAttributeView(at.resolve("f7"),

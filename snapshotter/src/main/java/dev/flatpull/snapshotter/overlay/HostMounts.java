@@ -1,6 +1,6 @@
 package dev.flatpull.snapshotter.overlay;
 
-import dev.flatpull.fuse.MountTable;
+import dev.flatpull.core.MountTable;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.nio.file.Files;

@@ -241,7 +241,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
 
   private void discardRemote(Path mountPoint) {
     try {
-      if (dev.flatpull.fuse.MountTable.isMountPoint(mountPoint)) {
+      if (dev.flatpull.core.MountTable.isMountPoint(mountPoint)) {
         remote.unmount(mountPoint);
       }
       DirectoryTrees.delete(mountPoint);
@@ -338,7 +338,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
       metrics.removal();
       reach(CrashPoint.REMOVE_METADATA_COMMITTED);
       Path dir = s.remoteMount().orElse(snapshots.resolve(Long.toString(s.id())));
-      if (s.isRemote() && dev.flatpull.fuse.MountTable.isMountPoint(dir)) {
+      if (s.isRemote() && dev.flatpull.core.MountTable.isMountPoint(dir)) {
         remote.unmount(dir);
       }
       Optional<Path> moved = staging.stage(dir);
@@ -545,7 +545,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
             return null;
           }
           Path m = s.remoteMount().get();
-          if (dev.flatpull.fuse.MountTable.isMountPoint(m)) {
+          if (dev.flatpull.core.MountTable.isMountPoint(m)) {
             HostMounts.detach(m); // the mount of a dead server: every access fails with ENOTCONN
           }
           Files.createDirectories(m);

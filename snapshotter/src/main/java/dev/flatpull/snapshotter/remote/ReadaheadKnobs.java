@@ -68,7 +68,7 @@ final class ReadaheadKnobs {
   /** MAJ:MIN of the file system mounted at {@code mountPoint}, from /proc/self/mountinfo. */
   private static String deviceOf(Path mountPoint) throws IOException {
     Path target = mountPoint.toAbsolutePath().normalize();
-    for (dev.flatpull.fuse.MountTable.Mount m : dev.flatpull.fuse.MountTable.read()) {
+    for (dev.flatpull.core.MountTable.Mount m : dev.flatpull.core.MountTable.read()) {
       if (m.point().equals(target)) {
         return m.device();
       }

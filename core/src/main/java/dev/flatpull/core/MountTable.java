@@ -1,4 +1,4 @@
-package dev.flatpull.fuse;
+package dev.flatpull.core;
 
 import java.io.IOException;
 import java.nio.file.Files;

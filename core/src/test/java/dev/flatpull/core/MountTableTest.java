@@ -1,4 +1,4 @@
-package dev.flatpull.fuse;
+package dev.flatpull.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
