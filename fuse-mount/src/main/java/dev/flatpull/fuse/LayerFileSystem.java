@@ -25,15 +25,37 @@ public final class LayerFileSystem extends FuseStubFS {
   private static final jnr.ffi.Runtime RUNTIME = jnr.ffi.Runtime.getSystemRuntime();
   private static final int STAT_SIZE = jnr.ffi.Struct.size(new FileStat(RUNTIME));
 
-  private final LayerTree tree;
-  private final LayerContentReader reader;
-  private final FuseEvents events;
+  // Set once by bind, before the mount: the kernel calls in only after it.
+  private volatile LayerTree tree;
+  private volatile LayerContentReader reader;
+  private volatile FuseEvents events = FuseEvents.NONE;
   private final java.util.concurrent.CompletableFuture<Void> initialized = new java.util.concurrent.CompletableFuture<>();
 
   public LayerFileSystem(LayerTree tree, LayerContentReader reader, FuseEvents events) {
-    this.tree = tree;
+    bind(tree, reader, events);
+  }
+
+  /**
+   * A file system to {@link #bind} later. jnr-fuse's constructor (its libfuse binding, a table of some forty callback
+   * closures, reflection over this class) took 10-35 ms, most on a process's first real mount: built ahead, it is not
+   * on the path of the mount that takes it.
+   */
+  public LayerFileSystem() {}
+
+  /** Gives an unbound file system its layer; once only, and before it is mounted. */
+  public LayerFileSystem bind(LayerTree tree, LayerContentReader reader, FuseEvents events) {
+    if (this.tree != null) {
+      throw new IllegalStateException("this file system already serves a layer");
+    }
     this.reader = reader;
     this.events = events;
+    this.tree = tree;
+    return this;
+  }
+
+  /** Whether {@link #bind} has given it a layer. */
+  boolean bound() {
+    return tree != null;
   }
 
   /**

@@ -61,6 +61,9 @@ public final class LayerMount implements AutoCloseable {
    */
   public static LayerMount mount(LayerFileSystem fs, Path mountPoint, boolean singleThreaded, Executor loopThreads)
       throws IOException {
+    if (!fs.bound()) {
+      throw new IllegalStateException("a file system with no layer cannot be mounted");
+    }
     clearStale(mountPoint);
     Files.createDirectories(mountPoint);
     java.util.List<String> options = new java.util.ArrayList<>(OPTIONS);

@@ -132,6 +132,9 @@ public final class LayerServer implements AutoCloseable {
   private final Set<Digest> fromRuntimeImage = ConcurrentHashMap.newKeySet();
   private final TraceRecorder recorder = new TraceRecorder();
   private final ReadaheadKnobs knobs = new ReadaheadKnobs();
+  // The file system the next mount takes, built ahead (see LayerFileSystem()).
+  private final java.util.concurrent.atomic.AtomicReference<java.util.concurrent.CompletableFuture<LayerFileSystem>>
+      spare = new java.util.concurrent.atomic.AtomicReference<>();
 
   /**
    * @param fetched counts what {@code clients} fetch (the clients were made with it as their listener)
@@ -151,6 +154,21 @@ public final class LayerServer implements AutoCloseable {
     this.clock = clock;
     this.threads = threads;
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
+    spare.set(buildFileSystem());
+  }
+
+  private java.util.concurrent.CompletableFuture<LayerFileSystem> buildFileSystem() {
+    try {
+      return java.util.concurrent.CompletableFuture.supplyAsync(LayerFileSystem::new, threads.tocs());
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      return java.util.concurrent.CompletableFuture.failedFuture(closed);
+    }
+  }
+
+  /** The spare file system, replaced by a new one built in the background; one built here if the spare failed. */
+  private LayerFileSystem fileSystem() {
+    LayerFileSystem fs = spare.getAndSet(buildFileSystem()).exceptionally(e -> null).join();
+    return fs != null ? fs : new LayerFileSystem();
   }
 
   /** A server for {@code config} with its own registry clients, page cache and threads. */
@@ -230,7 +248,7 @@ public final class LayerServer implements AutoCloseable {
         NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
-    LayerMount m = LayerMount.mount(new LayerFileSystem(tree, reader, events), key);
+    LayerMount m = LayerMount.mount(fileSystem().bind(tree, reader, events), key);
     long t3 = nanoTime.getAsLong();
     // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
     // for it.
