@@ -8,26 +8,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.ByteRange;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
-import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.EstargzToc;
-import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.MediaTypes;
-import dev.flatpull.fetcher.tar.TarHeader;
-import dev.flatpull.fetcher.tar.TarWriter;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.pagecache.PageCache;
-import java.io.ByteArrayOutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -70,22 +62,15 @@ class FuseSessionIT {
   void setUp() throws Exception {
     Processes.requireFuse();
     dir = Files.createTempDirectory("flatpull-fuse-session");
-    ByteArrayOutputStream tar = new ByteArrayOutputStream();
     Random random = new Random(7);
     contents = new byte[FILES][];
     for (int i = 0; i < FILES; i++) {
       contents[i] = new byte[FILE_SIZE];
       random.nextBytes(contents[i]);
-      TarWriter.writeHeader(tar, TarHeader.regular("f" + i, FILE_SIZE, 0644, Instant.EPOCH));
-      tar.write(contents[i]);
-      TarWriter.pad(tar, FILE_SIZE);
     }
-    TarWriter.writeEnd(tar);
-    Files.write(dir.resolve("layer.tar"), tar.toByteArray());
-    ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 6)
-        .write(dir.resolve("layer.tar"), dir.resolve("layer.blob"), List.of());
-    byte[] blob = Files.readAllBytes(dir.resolve("layer.blob"));
-    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations());
+    SmallLayer small = SmallLayer.of(dir, contents);
+    byte[] blob = small.blob();
+    Descriptor d = small.descriptor();
     BlobReader reader = (ByteRange range) -> {
       CountDownLatch gate = inside;
       if (gate != null) {

@@ -2,16 +2,10 @@ package dev.flatpull.it.bench;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
-import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.EstargzToc;
-import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.MediaTypes;
-import dev.flatpull.fetcher.tar.TarHeader;
-import dev.flatpull.fetcher.tar.TarWriter;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -19,12 +13,9 @@ import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.it.Processes;
 import dev.flatpull.pagecache.PageCache;
-import java.io.ByteArrayOutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Instant;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Locale;
 
 /**
@@ -42,19 +33,13 @@ public final class MountLatencyBenchmark {
     Processes.requireFuse();
     Path dir = Files.createTempDirectory("flatpull-mount-latency");
     try {
-      ByteArrayOutputStream tar = new ByteArrayOutputStream();
-      for (int i = 0; i < 100; i++) {
-        byte[] b = ("file " + i + "\n").getBytes();
-        TarWriter.writeHeader(tar, TarHeader.regular("f" + i, b.length, 0644, Instant.EPOCH));
-        tar.write(b);
-        TarWriter.pad(tar, b.length);
+      byte[][] files = new byte[100][];
+      for (int i = 0; i < files.length; i++) {
+        files[i] = ("file " + i + "\n").getBytes();
       }
-      TarWriter.writeEnd(tar);
-      Files.write(dir.resolve("layer.tar"), tar.toByteArray());
-      ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 6)
-          .write(dir.resolve("layer.tar"), dir.resolve("layer.blob"), List.of());
-      byte[] blob = Files.readAllBytes(dir.resolve("layer.blob"));
-      Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations());
+      dev.flatpull.it.SmallLayer layer = dev.flatpull.it.SmallLayer.of(dir, files);
+      byte[] blob = layer.blob();
+      Descriptor d = layer.descriptor();
       BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
       LazyLayer lazy = new LazyLayer(EstargzToc.read(d, r, FetchLimits.DEFAULTS), r, 64 << 10);
       try (PageCache cache = PageCache.open(dir.resolve("cache"), CacheSettings.DEFAULTS)) {
