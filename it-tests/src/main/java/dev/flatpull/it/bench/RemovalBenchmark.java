@@ -45,7 +45,8 @@ public final class RemovalBenchmark {
   /** Returns {idle p99, removal median, removal p99, removal max, remove call} in seconds. */
   private static double[] run(OverlaySnapshotter.Removal mode, long files, int fileKib) throws Exception {
     Path root = Files.createTempDirectory(Path.of("/var/tmp"), "flatpull-removal-bench");
-    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE, mode, new SnapshotterCounters())) {
+    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE, mode, new SnapshotterCounters(),
+        OverlaySnapshotter.Environment.system())) {
       for (int i = 0; i < 200; i++) {
         s.prepare("default/1/other-" + i, "", Map.of("containerd.io/gc.root", "x"));
       }

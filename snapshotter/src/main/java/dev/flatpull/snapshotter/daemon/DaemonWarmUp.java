@@ -33,22 +33,24 @@ final class DaemonWarmUp {
 
   private DaemonWarmUp() {}
 
-  static void run(Path dir, Platform platform) throws IOException {
+  /** @param env the clocks of the throwaway snapshotter, and its deletion thread (shut down when it closes) */
+  static void run(Path dir, Platform platform, OverlaySnapshotter.Environment env) throws IOException {
     try {
-      WarmUp.withTinyImage(dir.resolve("image"), image -> snapshots(dir, platform, image));
+      WarmUp.withTinyImage(dir.resolve("image"), image -> snapshots(dir, platform, image, env));
     } finally {
       DirectoryTrees.delete(dir);
     }
   }
 
-  private static void snapshots(Path dir, Platform platform, WarmUp.TinyImage image) throws IOException {
+  private static void snapshots(Path dir, Platform platform, WarmUp.TinyImage image, OverlaySnapshotter.Environment env)
+      throws IOException {
     for (int round = 0; round < 3; round++) {
       image.clients().client(image.ref()).resolve(image.ref(), platform);
     }
     RemoteLayers remote = new DecidedNotMounted(new RegistryRemoteLayers(image.clients(), platform,
-        new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(), dir.resolve("no-manager.log"))));
+        new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(), dir.resolve("no-manager.log")), env.nanoTime()));
     try (OverlaySnapshotter snapshotter = OverlaySnapshotter.openThrowaway(dir.resolve("root"), remote,
-        new SnapshotterMetrics() {})) {
+        new SnapshotterMetrics() {}, env)) {
       SnapshotsWarmUp.run(dir.resolve("snapshots.sock"), snapshotter, Map.of(
           RemoteLabels.STARGZ_REFERENCE, image.ref().toString(), RemoteLabels.STARGZ_DIGEST, image.layer().toString()),
           ROUNDS);

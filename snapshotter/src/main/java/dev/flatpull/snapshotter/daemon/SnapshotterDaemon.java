@@ -12,11 +12,13 @@ import dev.flatpull.snapshotter.metrics.MetricsServer;
 import dev.flatpull.snapshotter.remote.FuseManagerClient;
 import dev.flatpull.snapshotter.remote.RegistryRemoteLayers;
 import java.io.IOException;
+import java.time.InstantSource;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 import java.util.logging.Logger;
 
 /**
@@ -61,11 +63,15 @@ public final class SnapshotterDaemon implements AutoCloseable {
     RegistryClients clients = RegistryClients.create(config, fetched);
     FuseManagerClient manager = new FuseManagerClient(config.snapshotter().fuseManagerSocket(), managerCommand,
         config.root().resolve("fuse-manager.log"));
+    // The process's clocks, bound here once: the classes below take them as arguments.
+    LongSupplier nanoTime = System::nanoTime;
+    InstantSource clock = InstantSource.system();
     OverlaySnapshotter snapshotter = null;
     try {
-      warmUp(config, platform);
-      snapshotter = OverlaySnapshotter.open(config.root(), new RegistryRemoteLayers(clients, platform, manager),
-          OverlaySnapshotter.Removal.STAGED, metrics);
+      warmUp(config, platform, nanoTime, clock);
+      snapshotter = OverlaySnapshotter.open(config.root(),
+          new RegistryRemoteLayers(clients, platform, manager, nanoTime), OverlaySnapshotter.Removal.STAGED, metrics,
+          OverlaySnapshotter.Environment.of(nanoTime, clock));
       SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter);
       Optional<MetricsServer> endpoint = Optional.empty();
       if (config.snapshotter().metricsAddress().isPresent()) {
@@ -90,12 +96,13 @@ public final class SnapshotterDaemon implements AutoCloseable {
    * so that the first remote Prepare does not pay for loading the HTTP client (about 160 ms of its manifest request,
    * measured on a fresh JVM), the gRPC server and the metadata store.
    */
-  private static void warmUp(FlatpullConfig config, Platform platform) {
-    long started = System.nanoTime();
+  private static void warmUp(FlatpullConfig config, Platform platform, LongSupplier nanoTime, InstantSource clock) {
+    long started = nanoTime.getAsLong();
     try {
-      DaemonWarmUp.run(config.root().resolve("warm-up-daemon"), platform);
+      DaemonWarmUp.run(config.root().resolve("warm-up-daemon"), platform,
+          OverlaySnapshotter.Environment.of(nanoTime, clock));
       LOG.info(String.format("warmed up the Snapshots API and the registry client in %.0f ms",
-          (System.nanoTime() - started) / 1e6));
+          (nanoTime.getAsLong() - started) / 1e6));
     } catch (IOException | RuntimeException e) {
       LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
     }

@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -25,6 +26,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongSupplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
@@ -49,6 +51,29 @@ public final class OverlaySnapshotter implements AutoCloseable {
   public static final String REMOTE_LABEL = "containerd.io/snapshot/remote";
   private static final int MAX_LABEL_BYTES = 4096;
 
+  /**
+   * The clocks and the thread a snapshotter runs with, bound by the process's composition root (a test binds its own).
+   *
+   * @param nanoTime the monotonic clock a remote Prepare's timeline and a deletion's duration are measured with
+   * @param clock the wall clock of the snapshots' creation and update times
+   * @param deleter where staged removals are deleted, outside the lock; the snapshotter owns it and shuts it down
+   */
+  public record Environment(LongSupplier nanoTime, InstantSource clock, ExecutorService deleter) {
+    /** {@code nanoTime} and {@code clock}, and a deletion thread of its own. */
+    public static Environment of(LongSupplier nanoTime, InstantSource clock) {
+      return new Environment(nanoTime, clock, Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "flatpull-delete");
+        t.setDaemon(true);
+        return t;
+      }));
+    }
+
+    /** The system's clocks and a deletion thread of its own. */
+    public static Environment system() {
+      return of(System::nanoTime, InstantSource.system());
+    }
+  }
+
   /** When removed snapshots' files are deleted. */
   public enum Removal {
     /** Renamed away under the lock, deleted after it is released (the default). */
@@ -71,16 +96,15 @@ public final class OverlaySnapshotter implements AutoCloseable {
   private final boolean crashPoints;
   // Remote layers mounted but not yet recorded (mounting happens outside the lock): not orphans.
   private final Set<Path> mountingRemote = java.util.concurrent.ConcurrentHashMap.newKeySet();
-  private final ExecutorService deleter = Executors.newSingleThreadExecutor(r -> {
-    Thread t = new Thread(r, "flatpull-delete");
-    t.setDaemon(true);
-    return t;
-  });
+  private final ExecutorService deleter;
+  private final LongSupplier nanoTime;
 
   private OverlaySnapshotter(Path root, MetadataStore store, RemoteLayers remote, Removal removal,
       SnapshotterMetrics metrics, RemovalStaging staging, FileChannel rootLockChannel, FileLock rootLock,
-      boolean crashPoints) {
+      boolean crashPoints, Environment env) {
     this.crashPoints = crashPoints;
+    this.deleter = env.deleter();
+    this.nanoTime = env.nanoTime();
     this.root = root;
     this.snapshots = root.resolve("snapshots");
     this.remoteDir = root.resolve("remote");
@@ -98,22 +122,22 @@ public final class OverlaySnapshotter implements AutoCloseable {
    * a dead process left, removes directories and mounts that no snapshot references, and mounts again every remote
    * snapshot whose layer is not served.
    */
-  public static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics)
-      throws IOException {
-    return open(root, remote, removal, metrics, true);
+  public static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics,
+      Environment env) throws IOException {
+    return open(root, remote, removal, metrics, true, env);
   }
 
   /**
    * Like {@link #open}, for a throwaway snapshotter that runs the code before the real one serves (a warm-up): no
    * crash point halts it, so a crash test's armed point is reached by the snapshotter it tests.
    */
-  public static OverlaySnapshotter openThrowaway(Path root, RemoteLayers remote, SnapshotterMetrics metrics)
-      throws IOException {
-    return open(root, remote, Removal.STAGED, metrics, false);
+  public static OverlaySnapshotter openThrowaway(Path root, RemoteLayers remote, SnapshotterMetrics metrics,
+      Environment env) throws IOException {
+    return open(root, remote, Removal.STAGED, metrics, false, env);
   }
 
   private static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics,
-      boolean crashPoints) throws IOException {
+      boolean crashPoints, Environment env) throws IOException {
     Files.createDirectories(root);
     FileChannel ch = FileChannel.open(root.resolve("lock"), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
     FileLock rootLock;
@@ -124,22 +148,24 @@ public final class OverlaySnapshotter implements AutoCloseable {
     }
     if (rootLock == null) {
       ch.close();
+      env.deleter().shutdown();
       throw new IOException("another flatpull daemon is serving " + root);
     }
     try {
       Files.createDirectories(root.resolve("snapshots"));
       Files.createDirectories(root.resolve("remote"));
       RemovalStaging.sweepAbandoned(root.resolve("staging"));
-      MetadataStore store = MetadataStore.open(root.resolve("metadata.db"));
+      MetadataStore store = MetadataStore.open(root.resolve("metadata.db"), env.clock());
       RemovalStaging staging = RemovalStaging.open(root.resolve("staging"));
       OverlaySnapshotter s = new OverlaySnapshotter(root, store, remote, removal, metrics, staging, ch, rootLock,
-          crashPoints);
+          crashPoints, env);
       s.removeOrphans();
       s.remountRemote();
       return s;
     } catch (IOException | RuntimeException e) {
       rootLock.release();
       ch.close();
+      env.deleter().shutdown();
       throw e;
     }
   }
@@ -177,9 +203,9 @@ public final class OverlaySnapshotter implements AutoCloseable {
     if (targetExists) {
       throw SnapshotException.alreadyExists("target snapshot " + quote(target) + " already exists");
     }
-    long received = System.nanoTime();
+    long received = nanoTime.getAsLong();
     RemoteDecision d = remote.decide(labels);
-    long decided = System.nanoTime();
+    long decided = nanoTime.getAsLong();
     if (d.source().isEmpty()) {
       if (d.fallbackReason().isPresent()) {
         metrics.fallback(d.fallbackReason().get());
@@ -203,7 +229,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
     try {
       Files.createDirectories(mountPoint);
       remote.mount(source, mountPoint);
-      mounted = System.nanoTime();
+      mounted = nanoTime.getAsLong();
     } catch (IOException | RuntimeException e) {
       metrics.fallback("mount_failed");
       LOG.warning("layer for " + quote(target) + " is downloaded, not served lazily: mounting it failed: " + e);
@@ -356,23 +382,23 @@ public final class OverlaySnapshotter implements AutoCloseable {
   }
 
   private void deleteStaged(Path p) {
-    long t0 = System.nanoTime();
+    long t0 = nanoTime.getAsLong();
     try {
       DirectoryTrees.delete(p);
     } catch (IOException e) {
       LOG.log(Level.WARNING, "deleting " + p + " failed; the next start retries", e);
     } finally {
-      metrics.deletionFinished(System.nanoTime() - t0);
+      metrics.deletionFinished(nanoTime.getAsLong() - t0);
     }
   }
 
   private void deleteNow(Path p) throws IOException {
     metrics.deletionStarted();
-    long t0 = System.nanoTime();
+    long t0 = nanoTime.getAsLong();
     try {
       DirectoryTrees.delete(p);
     } finally {
-      metrics.deletionFinished(System.nanoTime() - t0);
+      metrics.deletionFinished(nanoTime.getAsLong() - t0);
     }
   }
 

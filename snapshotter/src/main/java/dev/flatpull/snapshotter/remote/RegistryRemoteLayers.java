@@ -21,6 +21,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
 import java.util.logging.Logger;
 
 /**
@@ -29,20 +31,26 @@ import java.util.logging.Logger;
  */
 public final class RegistryRemoteLayers implements RemoteLayers {
   private static final Logger LOG = Logger.getLogger(RegistryRemoteLayers.class.getName());
-  private static final long MANIFEST_TTL_NANOS = java.util.concurrent.TimeUnit.MINUTES.toNanos(5);
+  // Long enough for one pull's Prepares (one after another) to share a tag lookup; short enough that a pull of the
+  // same tag minutes later sees where the tag points then.
+  static final long MANIFEST_TTL_NANOS = TimeUnit.MINUTES.toNanos(5);
 
   private record CachedManifest(ImageManifest manifest, ImageReference pinned, long fetchedAt) {}
 
   private final RegistryClients clients;
   private final Platform platform;
   private final FuseManagerClient manager;
+  private final LongSupplier nanoTime;
   // An unpack prepares every layer of one image in turn: its manifest is fetched once.
   private final Map<String, CachedManifest> manifests = new ConcurrentHashMap<>();
 
-  public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager) {
+  /** @param nanoTime the monotonic clock a fetched manifest ages by */
+  public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager,
+      LongSupplier nanoTime) {
     this.clients = clients;
     this.platform = platform;
     this.manager = manager;
+    this.nanoTime = nanoTime;
   }
 
   @Override
@@ -82,8 +90,9 @@ public final class RegistryRemoteLayers implements RemoteLayers {
 
   private CachedManifest manifest(RemoteLabels asked) throws IOException {
     String key = asked.image() + "|" + asked.manifest().map(Digest::toString).orElse("");
+    long now = nanoTime.getAsLong();
     CachedManifest c = manifests.get(key);
-    if (c != null && System.nanoTime() - c.fetchedAt() < MANIFEST_TTL_NANOS
+    if (c != null && now - c.fetchedAt() < MANIFEST_TTL_NANOS
         && c.manifest().layers().stream().anyMatch(d -> d.digest().equals(asked.layer()))) {
       return c;
     }
@@ -100,8 +109,8 @@ public final class RegistryRemoteLayers implements RemoteLayers {
     }
     // Pinned to the manifest's digest: a tag moved later must not change what a stored snapshot serves.
     ImageReference pinned = asked.image().withDigest(manifest.digest());
-    CachedManifest fresh = new CachedManifest(manifest, pinned, System.nanoTime());
-    manifests.values().removeIf(m -> System.nanoTime() - m.fetchedAt() >= MANIFEST_TTL_NANOS);
+    CachedManifest fresh = new CachedManifest(manifest, pinned, now);
+    manifests.values().removeIf(m -> now - m.fetchedAt() >= MANIFEST_TTL_NANOS);
     manifests.put(key, fresh);
     return fresh;
   }

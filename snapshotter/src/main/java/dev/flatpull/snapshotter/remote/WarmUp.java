@@ -86,7 +86,7 @@ public final class WarmUp {
   // 870 ms the first time, 200-300 ms after 3 rounds, 65 ms after 15.
   private static final int PARSE_ROUNDS = 12;
   private static final int MOUNT_ROUNDS = 3;
-  private static final String REPOSITORY = "flatpull/warm-up";
+  static final String REPOSITORY = "flatpull/warm-up";
   private static final ObjectMapper JSON = new ObjectMapper();
   // stargz-snapshotter's estargz.TOCEntry, in its order; its writer marshals the TOC indented with tabs.
   private static final List<String> GO_FIELDS = List.of("name", "type", "size", "modtime", "linkName", "mode", "uid",
@@ -324,7 +324,7 @@ public final class WarmUp {
     return out;
   }
 
-  private static FlatpullConfig config(Path dir) throws ConfigException {
+  static FlatpullConfig config(Path dir) throws ConfigException {
     // No hosts.toml: a node's _default mirror must not receive the loopback registry's requests.
     return FlatpullConfig.parse("warm-up", "root = \"" + dir + "\"\n[registry]\nplain_http = true\n"
         + "config_path = \"\"\nmax_attempts = 1\nconnect_timeout = \"2s\"\nread_timeout = \"10s\"\n");
@@ -438,7 +438,7 @@ public final class WarmUp {
   }
 
   /** Serves {@code layers} as one image, {@code REPOSITORY:latest}, with an empty config. */
-  private static void serveImage(LoopbackRegistry registry, List<Layer> layers) throws IOException {
+  static void serveImage(LoopbackRegistry registry, List<Layer> layers) throws IOException {
     byte[] config = "{}".getBytes(StandardCharsets.UTF_8);
     registry.blob(REPOSITORY, Digest.sha256(config), config);
     ObjectNode m = JSON.createObjectNode().put("schemaVersion", 2).put("mediaType", MediaTypes.OCI_MANIFEST);

@@ -12,6 +12,7 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Instant;
+import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -32,13 +33,15 @@ public final class MetadataStore implements AutoCloseable {
   private static final int SCHEMA_VERSION = 1;
 
   private final Connection db;
+  private final InstantSource clock;
 
-  private MetadataStore(Connection db) {
+  private MetadataStore(Connection db, InstantSource clock) {
     this.db = db;
+    this.clock = clock;
   }
 
-  /** Opens (creating if needed) the store in {@code file}. */
-  public static MetadataStore open(Path file) throws IOException {
+  /** Opens (creating if needed) the store in {@code file}; {@code clock} dates the snapshots' creations and updates. */
+  public static MetadataStore open(Path file, InstantSource clock) throws IOException {
     Files.createDirectories(file.toAbsolutePath().getParent());
     try {
       Connection c = DriverManager.getConnection("jdbc:sqlite:" + file.toAbsolutePath());
@@ -73,7 +76,7 @@ public final class MetadataStore implements AutoCloseable {
         s.execute("PRAGMA user_version=" + SCHEMA_VERSION);
       }
       c.setAutoCommit(true);
-      return new MetadataStore(c);
+      return new MetadataStore(c, clock);
     } catch (SQLException e) {
       throw new IOException("cannot open the metadata store " + file + ": " + e.getMessage(), e);
     }
@@ -157,7 +160,7 @@ public final class MetadataStore implements AutoCloseable {
     /** Inserts a new snapshot; its name must be free and its parent (if any) must exist. */
     public Snapshot insert(String name, Optional<Snapshot> parent, Kind kind, Map<String, String> labels,
         Optional<Path> remoteMount, Optional<RemoteSource> remote) throws IOException {
-      long now = System.currentTimeMillis();
+      long now = clock.millis();
       try (PreparedStatement p = db.prepareStatement(
           "INSERT INTO snapshots (name, parent, kind, created_ms, updated_ms, labels, remote_mount, remote_ref,"
               + " remote_descriptor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", Statement.RETURN_GENERATED_KEYS)) {
@@ -187,13 +190,13 @@ public final class MetadataStore implements AutoCloseable {
     public Snapshot commit(Snapshot active, String name, Map<String, String> labels, long bytes, long inodes)
         throws IOException {
       update("UPDATE snapshots SET name = ?, kind = ?, labels = ?, usage_bytes = ?, usage_inodes = ?, updated_ms = ?"
-          + " WHERE id = ?", name, Kind.COMMITTED.name(), json(labels), bytes, inodes, System.currentTimeMillis(),
+          + " WHERE id = ?", name, Kind.COMMITTED.name(), json(labels), bytes, inodes, clock.millis(),
           active.id());
       return find(name).orElseThrow();
     }
 
     public Snapshot setLabels(Snapshot s, Map<String, String> labels) throws IOException {
-      update("UPDATE snapshots SET labels = ?, updated_ms = ? WHERE id = ?", json(labels), System.currentTimeMillis(),
+      update("UPDATE snapshots SET labels = ?, updated_ms = ? WHERE id = ?", json(labels), clock.millis(),
           s.id());
       return find(s.name()).orElseThrow();
     }

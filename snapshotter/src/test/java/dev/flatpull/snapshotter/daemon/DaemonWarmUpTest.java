@@ -1,8 +1,10 @@
 package dev.flatpull.snapshotter.daemon;
 
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -17,7 +19,9 @@ class DaemonWarmUpTest {
    */
   @Test
   void run_answersContainerdsCallsAroundARemotePrepare_andLeavesNothingBehind() throws Exception {
-    DaemonWarmUp.run(dir.resolve("warm-up"), Platform.current());
+    OverlaySnapshotter.Environment env = OverlaySnapshotter.Environment.system();
+    DaemonWarmUp.run(dir.resolve("warm-up"), Platform.current(), env);
     assertFalse(Files.exists(dir.resolve("warm-up")));
+    assertTrue(env.deleter().isShutdown(), "the throwaway snapshotter's deletion thread ends with it");
   }
 }

@@ -11,10 +11,13 @@ import dev.flatpull.snapshotter.store.SnapshotException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Instant;
+import java.time.InstantSource;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -54,7 +57,25 @@ class OverlaySnapshotterTest {
   }
 
   private OverlaySnapshotter open(RemoteLayers remote, SnapshotterMetrics metrics) throws IOException {
-    return OverlaySnapshotter.open(root, remote, OverlaySnapshotter.Removal.STAGED, metrics);
+    return OverlaySnapshotter.open(root, remote, OverlaySnapshotter.Removal.STAGED, metrics,
+        OverlaySnapshotter.Environment.system());
+  }
+
+  /** containerd's Info carries created and updated times: they come from the clock the snapshotter was given. */
+  @Test
+  void snapshotTimes_comeFromTheInjectedClock() throws Exception {
+    AtomicReference<Instant> now = new AtomicReference<>(Instant.parse("2020-02-03T04:05:06.007Z"));
+    InstantSource clock = now::get;
+    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE, OverlaySnapshotter.Removal.STAGED,
+        new SnapshotterCounters(), OverlaySnapshotter.Environment.of(System::nanoTime, clock))) {
+      s.prepare("a", "", Map.of());
+      assertEquals(now.get(), s.stat("a").created());
+      Instant prepared = now.get();
+      now.set(prepared.plusSeconds(90));
+      s.commit("c", "a", Map.of());
+      assertEquals(prepared, s.stat("c").created());
+      assertEquals(now.get(), s.stat("c").updated());
+    }
   }
 
   @Test

@@ -1,0 +1,73 @@
+package dev.flatpull.snapshotter.remote;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.fetcher.oci.Platform;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchListener;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.RequestKind;
+import dev.flatpull.snapshotter.overlay.RemoteDecision;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The daemon's decision for a remote Prepare, against a real registry client and a loopback registry. */
+class RegistryRemoteLayersTest {
+  @TempDir Path dir;
+
+  @Test
+  void oneTagLookupServesEveryLayerOfAPull_andATagMovedLaterIsSeenOnceTheManifestHasAged() throws Exception {
+    List<WarmUp.Layer> first = WarmUp.syntheticLayers(dir);
+    AtomicInteger manifestRequests = new AtomicInteger();
+    FetchListener counting = new FetchListener() {
+      @Override
+      public void requestFinished(RequestKind kind, String host, int status, long bytes, Duration elapsed) {
+        if (kind == RequestKind.MANIFEST) {
+          manifestRequests.incrementAndGet();
+        }
+      }
+    };
+    AtomicLong now = new AtomicLong(42);
+    try (LoopbackRegistry registry = LoopbackRegistry.start();
+        RegistryClients clients = RegistryClients.create(WarmUp.config(dir.resolve("root")), counting)) {
+      WarmUp.serveImage(registry, first);
+      ImageReference ref = ImageReference.parse(registry.address() + "/" + WarmUp.REPOSITORY + ":latest");
+      RegistryRemoteLayers layers = new RegistryRemoteLayers(clients, Platform.current(),
+          new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(), dir.resolve("no-manager.log")), now::get);
+
+      RemoteDecision a = layers.decide(labels(ref, first.get(0)));
+      RemoteDecision b = layers.decide(labels(ref, first.get(1)));
+      assertTrue(a.source().isPresent(), a.detail());
+      assertTrue(b.source().isPresent(), b.detail());
+      assertEquals(1, manifestRequests.get(), "both layers of one pull share one tag lookup");
+      String pinned = a.source().get().imageRef();
+      assertTrue(pinned.contains("@sha256:"), pinned);
+      assertEquals(pinned, b.source().get().imageRef());
+
+      // The tag moves to another image that has the first layer too (its manifest lists that one alone).
+      WarmUp.serveImage(registry, List.of(first.get(0)));
+      now.addAndGet(RegistryRemoteLayers.MANIFEST_TTL_NANOS - 1);
+      assertEquals(pinned, layers.decide(labels(ref, first.get(0))).source().get().imageRef(),
+          "within its time to live the manifest fetched is kept");
+      assertEquals(1, manifestRequests.get());
+
+      now.addAndGet(1);
+      RemoteDecision later = layers.decide(labels(ref, first.get(0)));
+      assertEquals(2, manifestRequests.get(), "an aged manifest is fetched again");
+      assertNotEquals(pinned, later.source().get().imageRef(), "and the tag's new manifest pins the layer");
+    }
+  }
+
+  private static Map<String, String> labels(ImageReference ref, WarmUp.Layer layer) {
+    return Map.of(RemoteLabels.STARGZ_REFERENCE, ref.toString(),
+        RemoteLabels.STARGZ_DIGEST, layer.descriptor().digest().toString());
+  }
+}
