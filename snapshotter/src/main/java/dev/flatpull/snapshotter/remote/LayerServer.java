@@ -78,10 +78,11 @@ public final class LayerServer implements AutoCloseable {
    * @param loaders runtime-image lookups and streams
    * @param prefetch prefetching, one layer after another, never part of mounting
    * @param landing kernel landing: pre-reads of arriving runtime-image content through the mounts, in order
+   * @param spares building the FUSE file systems later mounts take, while reads are quiet (one thread, which waits)
    * @param timer delays (the background fetch after a runtime image)
    */
   public record Threads(ExecutorService decoders, ExecutorService transfers, ExecutorService tocs, ExecutorService loaders,
-      ExecutorService prefetch, ExecutorService landing, ScheduledExecutorService timer) {
+      ExecutorService prefetch, ExecutorService landing, ExecutorService spares, ScheduledExecutorService timer) {
     /** Daemon threads named for what they do. */
     public static Threads create() {
       return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
@@ -91,6 +92,7 @@ public final class LayerServer implements AutoCloseable {
           Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
           Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
           Executors.newSingleThreadExecutor(daemon("flatpull-landing")),
+          Executors.newSingleThreadExecutor(daemon("flatpull-spares")),
           Executors.newSingleThreadScheduledExecutor(daemon("flatpull-timer")));
     }
 
@@ -99,7 +101,7 @@ public final class LayerServer implements AutoCloseable {
      * the cache and the registry clients it uses are closed (a runtime-image lookup did, at a refused mount's exit).
      */
     void shutdown() {
-      List<ExecutorService> all = List.of(timer, landing, prefetch, loaders, tocs, transfers, decoders);
+      List<ExecutorService> all = List.of(timer, spares, landing, prefetch, loaders, tocs, transfers, decoders);
       all.forEach(ExecutorService::shutdownNow);
       try {
         for (ExecutorService e : all) {
@@ -132,9 +134,13 @@ public final class LayerServer implements AutoCloseable {
   private final Set<Digest> fromRuntimeImage = ConcurrentHashMap.newKeySet();
   private final TraceRecorder recorder = new TraceRecorder();
   private final ReadaheadKnobs knobs = new ReadaheadKnobs();
-  // The file system the next mount takes, built ahead (see LayerFileSystem()).
-  private final java.util.concurrent.atomic.AtomicReference<java.util.concurrent.CompletableFuture<LayerFileSystem>>
-      spare = new java.util.concurrent.atomic.AtomicReference<>();
+  // The file systems the next mounts take, built ahead and while reads are quiet (see LayerFileSystem()).
+  private final Spares<LayerFileSystem> spares;
+  /**
+   * File systems kept ready: the remote layers of one cold start that find theirs built (containerd prepares an
+   * image's layers one after another; a mount that finds none builds its own, 10-35 ms).
+   */
+  static final int SPARE_FILE_SYSTEMS = 4;
 
   /**
    * @param fetched counts what {@code clients} fetch (the clients were made with it as their listener)
@@ -154,21 +160,7 @@ public final class LayerServer implements AutoCloseable {
     this.clock = clock;
     this.threads = threads;
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
-    spare.set(buildFileSystem());
-  }
-
-  private java.util.concurrent.CompletableFuture<LayerFileSystem> buildFileSystem() {
-    try {
-      return java.util.concurrent.CompletableFuture.supplyAsync(LayerFileSystem::new, threads.tocs());
-    } catch (java.util.concurrent.RejectedExecutionException closed) {
-      return java.util.concurrent.CompletableFuture.failedFuture(closed);
-    }
-  }
-
-  /** The spare file system, replaced by a new one built in the background; one built here if the spare failed. */
-  private LayerFileSystem fileSystem() {
-    LayerFileSystem fs = spare.getAndSet(buildFileSystem()).exceptionally(e -> null).join();
-    return fs != null ? fs : new LayerFileSystem();
+    this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
   }
 
   /** A server for {@code config} with its own registry clients, page cache and threads. */
@@ -248,7 +240,7 @@ public final class LayerServer implements AutoCloseable {
         NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
-    LayerMount m = LayerMount.mount(fileSystem().bind(tree, reader, events), key);
+    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key);
     long t3 = nanoTime.getAsLong();
     // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
     // for it.
