@@ -15,7 +15,7 @@ import java.util.logging.Logger;
  * generator at the first real mounts: 200 ms of a compiler thread on the 2-core benchmark machine) exactly where
  * containerd was creating the container and the service starting to read.
  *
- * <p>{@link #take} never waits for a build: with none ready it builds one itself, as before there were spares.
+ * <p>{@link #take} never waits for the builder: with none ready it builds one itself.
  */
 final class Spares<T> {
   private static final Logger LOG = Logger.getLogger(Spares.class.getName());
@@ -28,7 +28,7 @@ final class Spares<T> {
   private final AtomicBoolean filling = new AtomicBoolean();
 
   /**
-   * Starts filling at once (reads that are quiet do not hold it back).
+   * Starts filling at once; the builder waits only while reads are busy or not yet quiet.
    *
    * @param target how many are kept ready: the layers of an image's cold start that find one
    * @param activity building waits while it says reads are busy, and for its quiet period after them
