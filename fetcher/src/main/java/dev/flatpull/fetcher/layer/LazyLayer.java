@@ -17,7 +17,6 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.zip.GZIPInputStream;
 
 /**
  * Reads file contents of one indexed layer on demand. A read fetches only the chunks that cover it; chunks stored
@@ -316,11 +315,10 @@ public final class LazyLayer {
     }
     int len = (int) c.stored().length();
     byte[] data;
-    try (InputStream in = open(buf, off, len)) {
-      in.skipNBytes(c.innerOffset());
-      data = in.readNBytes((int) c.size());
-    } catch (DigestMismatchException e) {
-      throw e;
+    try {
+      data = index.compression() == ChunkCompression.GZIP
+          ? GzipChunks.inflate(buf, off, len, c.innerOffset(), (int) c.size())
+          : read(buf, off, len, c);
     } catch (IOException e) {
       throw new LayerFormatException(subject + " cannot be decompressed: " + e.getMessage(), e);
     }
@@ -330,13 +328,13 @@ public final class LazyLayer {
     return VerifiedContent.check(c.digest(), subject, data);
   }
 
-  private InputStream open(byte[] buf, int off, int len) throws IOException {
+  /** A chunk's content read from a stream over its stored bytes (gzip has {@link GzipChunks}). */
+  private byte[] read(byte[] buf, int off, int len, LayerChunk c) throws IOException {
     ByteArrayInputStream raw = new ByteArrayInputStream(buf, off, len);
-    return switch (index.compression()) {
-      case GZIP -> new GZIPInputStream(raw, 64 * 1024);
-      case ZSTD -> new ZstdInputStream(raw);
-      case NONE, ZEROS -> raw;
-    };
+    try (InputStream in = index.compression() == ChunkCompression.ZSTD ? new ZstdInputStream(raw) : raw) {
+      in.skipNBytes(c.innerOffset());
+      return in.readNBytes((int) c.size());
+    }
   }
 
   /** The content of a chunk {@link #fetchAsync} started, with its failure as the fetch would have thrown it. */
