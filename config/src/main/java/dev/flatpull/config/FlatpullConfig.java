@@ -3,6 +3,7 @@ package dev.flatpull.config;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 
@@ -133,9 +134,20 @@ public record FlatpullConfig(
             : Optional.of(hostPort(t, "fuse_manager_metrics_address", managerMetrics)),
         t.bool("prefetch", d.prefetch()),
         t.bool("background_fetch", d.backgroundFetch()),
-        t.duration("background_fetch_quiet", d.backgroundFetchQuiet()));
+        t.duration("background_fetch_quiet", d.backgroundFetchQuiet()),
+        javaOptions(t, "fuse_manager_java_options", d.fuseManagerJavaOptions()));
     t.rejectUnknownKeys();
     return s;
+  }
+
+  private static List<String> javaOptions(TomlTable t, String key, List<String> fallback) throws ConfigException {
+    List<String> options = t.strings(key, fallback);
+    for (String o : options) {
+      if (!o.startsWith("-")) {
+        throw t.invalid(key, "not a JVM option: \"" + o + "\"");
+      }
+    }
+    return options;
   }
 
   private static RuntimeImageSettings runtimeImage(TomlTable t) throws ConfigException {

@@ -3,6 +3,7 @@ package dev.flatpull.config;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 
@@ -21,14 +22,22 @@ import java.util.Optional;
  * @param backgroundFetchQuiet how long on-demand reads must have left the registry alone before background fetching
  *     starts or resumes: while a service starts, its misses come every few milliseconds, and a link shared with
  *     background batches made them slower and moved tens of megabytes before it was ready
+ * @param fuseManagerJavaOptions the JVM options the daemon starts the FUSE manager with
  */
 public record SnapshotterSettings(
     Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress,
     Optional<InetSocketAddress> fuseManagerMetricsAddress, boolean prefetch, boolean backgroundFetch,
-    Duration backgroundFetchQuiet) {
+    Duration backgroundFetchQuiet, List<String> fuseManagerJavaOptions) {
+  /**
+   * A young generation large enough for a cold start: with the heap the JVM sized after the warm-up's collection
+   * (about 50 MB of eden), the FUSE manager collected two or three times while a service started (pauses of 5-31 ms on
+   * 2 cores, every FUSE operation waiting); a start of nginx allocates about 100 MB there (docs/benchmarks.md).
+   */
+  public static final List<String> FUSE_MANAGER_JAVA_OPTIONS = List.of("-Xmn512m");
+
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),
-      Optional.empty(), true, true, Duration.ofSeconds(2));
+      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS);
 
   public SnapshotterSettings {
     Objects.requireNonNull(socket);
@@ -36,6 +45,7 @@ public record SnapshotterSettings(
     Objects.requireNonNull(metricsAddress);
     Objects.requireNonNull(fuseManagerMetricsAddress);
     Objects.requireNonNull(backgroundFetchQuiet);
+    fuseManagerJavaOptions = List.copyOf(fuseManagerJavaOptions);
     if (backgroundFetchQuiet.isNegative()) {
       throw new IllegalArgumentException("background_fetch_quiet is negative: " + backgroundFetchQuiet);
     }
@@ -43,6 +53,6 @@ public record SnapshotterSettings(
 
   public SnapshotterSettings withFetching(boolean prefetchLandmarks, boolean background) {
     return new SnapshotterSettings(socket, fuseManagerSocket, metricsAddress, fuseManagerMetricsAddress,
-        prefetchLandmarks, background, backgroundFetchQuiet);
+        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions);
   }
 }

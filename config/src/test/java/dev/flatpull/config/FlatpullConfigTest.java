@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -54,6 +55,7 @@ class FlatpullConfigTest {
         prefetch = false
         background_fetch = false
         background_fetch_quiet = "750ms"
+        fuse_manager_java_options = ["-Xmn128m", "-XX:+UseParallelGC"]
         [runtime_image]
         verify = "runtime-image"
         frame_size = "1MiB"
@@ -80,6 +82,7 @@ class FlatpullConfigTest {
     assertEquals(Path.of("/run/fp/fm.sock"), c.snapshotter().fuseManagerSocket());
     assertEquals(9901, c.snapshotter().metricsAddress().orElseThrow().getPort());
     assertEquals(Duration.ofMillis(750), c.snapshotter().backgroundFetchQuiet());
+    assertEquals(List.of("-Xmn128m", "-XX:+UseParallelGC"), c.snapshotter().fuseManagerJavaOptions());
     assertEquals("127.0.0.1", c.snapshotter().metricsAddress().orElseThrow().getHostString());
     assertEquals(false, c.snapshotter().prefetch());
     assertEquals(false, c.snapshotter().backgroundFetch());
@@ -109,6 +112,17 @@ class FlatpullConfigTest {
         () -> FlatpullConfig.parse("f.toml", "[snapshotter]\nmetrics_address = \"localhost\"\n"));
     assertEquals("snapshotter.metrics_address", e.key());
     assertTrue(e.getMessage().contains("HOST:PORT"), e.getMessage());
+  }
+
+  @Test
+  void parse_fuseManagerJavaOptions_areOptionsAndDefaultToALargeYoungGeneration() throws Exception {
+    assertEquals(List.of("-Xmn512m"), FlatpullConfig.parse("f", "").snapshotter().fuseManagerJavaOptions());
+    assertEquals(List.of(),
+        FlatpullConfig.parse("f", "[snapshotter]\nfuse_manager_java_options = []").snapshotter().fuseManagerJavaOptions());
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f", "[snapshotter]\nfuse_manager_java_options = [\"Xmx1g\"]"));
+    assertEquals("snapshotter.fuse_manager_java_options", e.key());
+    assertTrue(e.getMessage().contains("not a JVM option"), e.getMessage());
   }
 
   @Test

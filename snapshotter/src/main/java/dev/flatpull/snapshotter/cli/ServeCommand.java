@@ -39,7 +39,8 @@ final class ServeCommand implements Callable<Integer> {
   }
 
   /**
-   * This very program, as {@code flatpull fuse-manager} with the same configuration. The manager outlives this daemon
+   * This very program, as {@code flatpull fuse-manager} with the same configuration and the configured JVM options
+   * ({@code fuse_manager_java_options}; this daemon's own are not passed on). The manager outlives this daemon
    * and loads classes lazily from its jar for as long as it runs, so it runs from a private copy: upgrading or
    * rebuilding the installed jar in place must not pull classes out from under it.
    */
@@ -58,6 +59,7 @@ final class ServeCommand implements Callable<Integer> {
     }
     List<String> cmd = new ArrayList<>();
     cmd.add(ProcessHandle.current().info().command().orElse(System.getProperty("java.home") + "/bin/java"));
+    cmd.addAll(config.snapshotter().fuseManagerJavaOptions());
     cmd.add("-cp");
     cmd.add(classpath);
     cmd.add(FlatpullCommand.class.getName());
