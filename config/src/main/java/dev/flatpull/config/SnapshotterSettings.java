@@ -31,9 +31,11 @@ public record SnapshotterSettings(
   /**
    * A young generation large enough for a cold start: with the heap the JVM sized after the warm-up's collection
    * (about 50 MB of eden), the FUSE manager collected two or three times while a service started (pauses of 5-31 ms on
-   * 2 cores, every FUSE operation waiting); a start of nginx allocates about 100 MB there (docs/benchmarks.md).
+   * 2 cores, every FUSE operation waiting). A start of nginx allocates about 100 MB there, one of python about 250 MB;
+   * 256 MB still collected inside python's start, and 512 MB gave the times of 384 MB for 130 MiB more resident
+   * memory (docs/benchmarks.md).
    */
-  public static final List<String> FUSE_MANAGER_JAVA_OPTIONS = List.of("-Xmn512m");
+  public static final List<String> FUSE_MANAGER_JAVA_OPTIONS = List.of("-Xmn384m");
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),
