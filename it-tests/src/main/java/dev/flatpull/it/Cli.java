@@ -21,6 +21,14 @@ public final class Cli {
     }
   }
 
+  /**
+   * Whether the output of {@code flatpull mount} has its "mounted REF at MOUNTPOINT" line: the tree is then in place
+   * at the mount point. Its log's "mounted in N ms" of each layer comes earlier, before the layers are stacked there.
+   */
+  public static boolean mountSaysMounted(String output) {
+    return output.lines().anyMatch(l -> l.startsWith("mounted "));
+  }
+
   /** Runs in this JVM with stdout and stderr captured. Not thread-safe (it swaps the global streams). */
   public static synchronized Run inProcess(String... args) {
     PrintStream out = System.out;

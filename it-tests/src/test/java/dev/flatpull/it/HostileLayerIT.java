@@ -186,7 +186,7 @@ class HostileLayerIT {
         .redirectErrorStream(true).redirectOutput(log.toFile()).start();
     try {
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      while (!Files.readString(log).contains("mounted ")) {
+      while (!Cli.mountSaysMounted(Files.readString(log))) {
         assertTrue(p.isAlive(), () -> "mount exited: " + read(log));
         assertTrue(System.nanoTime() < deadline, () -> "not mounted within 60 s: " + read(log));
         Thread.sleep(100);

@@ -63,7 +63,7 @@ class MountCommandIT {
     while (System.nanoTime() < deadline) {
       assertTrue(p.isAlive(), () -> "mount exited: " + log());
       // The command's own word, not the directory: a stale mount can still show cached entries.
-      if (log().contains("mounted ") && Files.exists(mountPoint.resolve("etc/motd"))) {
+      if (Cli.mountSaysMounted(log()) && Files.exists(mountPoint.resolve("etc/motd"))) {
         return;
       }
       Thread.sleep(200);

@@ -11,6 +11,7 @@ import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.tar.TarHeader;
 import dev.flatpull.fetcher.tar.TarWriter;
 import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.it.Cli;
 import dev.flatpull.it.ImagePusher;
 import dev.flatpull.it.Processes;
 import dev.flatpull.it.RegistryServer;
@@ -170,7 +171,7 @@ public final class IndexMemoryBenchmark {
     while (p.isAlive() && System.nanoTime() < deadline) {
       long rss = kib(status, "VmRSS:");
       peak = Math.max(peak, Math.max(rss, kib(status, "VmHWM:")));
-      if (mountedLog != null && Files.readString(mountedLog).contains("mounted ")) {
+      if (mountedLog != null && Cli.mountSaysMounted(Files.readString(mountedLog))) {
         Thread.sleep(2000); // settle: what stays resident while serving
         long served = kib(status, "VmRSS:");
         p.destroy();
