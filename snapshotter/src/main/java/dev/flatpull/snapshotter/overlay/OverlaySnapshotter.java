@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -288,6 +289,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
           }
           Optional<Snapshot> p = committedParent(tx, parent);
           Files.createDirectories(temp.resolve("fs"));
+          // The container's root directory: 0755 as containerd's overlay snapshotter makes it, whatever the umask.
+          Files.setPosixFilePermissions(temp.resolve("fs"), PosixFilePermissions.fromString("rwxr-xr-x"));
           if (kind == Kind.ACTIVE) {
             Files.createDirectories(temp.resolve("work"));
           }
@@ -407,24 +410,34 @@ public final class OverlaySnapshotter implements AutoCloseable {
   }
 
   /**
-   * Update: only labels are mutable. {@code paths} empty or {@code labels} replaces them all; {@code labels.KEY} sets
-   * or (when absent from {@code labels}) deletes one.
+   * Update, as containerd's own storage has it: only labels are mutable, and the field paths are applied in order.
+   * {@code labels} replaces them all; {@code labels.KEY} sets one or, when {@code labels} lacks KEY, deletes it; no
+   * path at all replaces them all; any other path (the parent, kind, name or times) is an invalid argument and
+   * changes nothing. The update is dated; the creation time, parent, kind and name never change. A remote snapshot
+   * keeps its {@link #REMOTE_LABEL}, which says how flatpull serves it.
    */
   public Snapshot update(String name, Map<String, String> labels, List<String> paths)
       throws SnapshotException, IOException {
     validate(name, labels);
+    for (String path : paths) {
+      if (!path.equals("labels") && !(path.startsWith("labels.") && path.length() > "labels.".length())) {
+        throw SnapshotException.invalidArgument("cannot update " + quote(path) + " of snapshot " + quote(name)
+            + ": only labels are mutable");
+      }
+    }
     return locked(() -> store.write(tx -> {
       Snapshot s = tx.get(name);
       Map<String, String> next;
-      if (paths.isEmpty() || paths.contains("labels")) {
+      if (paths.isEmpty()) {
         next = new HashMap<>(labels);
       } else {
         next = new HashMap<>(s.labels());
         for (String path : paths) {
-          if (!path.startsWith("labels.") || path.length() == 7) {
-            throw SnapshotException.invalidArgument("cannot update " + quote(path) + ": only labels are mutable");
+          if (path.equals("labels")) {
+            next = new HashMap<>(labels);
+            continue;
           }
-          String k = path.substring(7);
+          String k = path.substring("labels.".length());
           if (labels.containsKey(k)) {
             next.put(k, labels.get(k));
           } else {
@@ -447,9 +460,18 @@ public final class OverlaySnapshotter implements AutoCloseable {
     }
   }
 
-  /** Usage: measured now for active snapshots, as measured when committing for committed ones. */
+  /**
+   * Usage: the bytes and inodes a snapshot holds on this node's disk. Measured now for active snapshots (their upper
+   * directory), as measured when committing for committed ones. A remote snapshot holds none: its layer is served
+   * from the host-wide page cache, shared by every layer and image whose chunks it holds, and bounded and reported as
+   * a whole ({@code [cache] disk_size}, the page cache's metrics) rather than counted again in each snapshot, which
+   * would make containerd's and kubelet's sums of image usage count shared bytes many times over.
+   */
   public long[] usage(String key) throws SnapshotException, IOException {
     Snapshot s = stat(key);
+    if (s.isRemote()) {
+      return new long[] {0, 0};
+    }
     if (s.kind() == Kind.COMMITTED) {
       return new long[] {s.usageBytes(), s.usageInodes()};
     }
@@ -556,6 +578,10 @@ public final class OverlaySnapshotter implements AutoCloseable {
       rows = locked(() -> store.read(tx -> tx.all()));
     } catch (SnapshotException e) {
       throw new IllegalStateException(e);
+    }
+    if (rows.stream().noneMatch(Snapshot::isRemote)) {
+      // Nothing to serve: asking would start a FUSE manager and wait for it before the daemon could answer.
+      return 0;
     }
     Set<Path> served = remote.served();
     int failed = 0;

@@ -30,7 +30,11 @@ import java.util.TreeMap;
 public final class MetadataStore implements AutoCloseable {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final TypeReference<TreeMap<String, String>> LABELS = new TypeReference<>() {};
-  private static final int SCHEMA_VERSION = 1;
+  /**
+   * 2: creation and update times in nanoseconds since the epoch (1 kept milliseconds, which dated a snapshot before
+   * the call that made it whenever both fell in one millisecond; containerd's suite checks the order).
+   */
+  private static final int SCHEMA_VERSION = 2;
 
   private final Connection db;
   private final InstantSource clock;
@@ -59,14 +63,21 @@ public final class MetadataStore implements AutoCloseable {
           throw new IOException(file + ": metadata schema version " + version + " is newer than this flatpull ("
               + SCHEMA_VERSION + "); refusing to change it");
         }
+        c.setAutoCommit(false);
+        if (version == 1) {
+          // Schema changes are transactional in SQLite: a kill leaves version 1 or version 2, never a mix.
+          s.execute("ALTER TABLE snapshots RENAME COLUMN created_ms TO created_ns");
+          s.execute("ALTER TABLE snapshots RENAME COLUMN updated_ms TO updated_ns");
+          s.execute("UPDATE snapshots SET created_ns = created_ns * 1000000, updated_ns = updated_ns * 1000000");
+        }
         s.execute("""
             CREATE TABLE IF NOT EXISTS snapshots (
               id INTEGER PRIMARY KEY AUTOINCREMENT,
               name TEXT NOT NULL UNIQUE,
               parent INTEGER REFERENCES snapshots(id) ON DELETE RESTRICT,
               kind TEXT NOT NULL,
-              created_ms INTEGER NOT NULL,
-              updated_ms INTEGER NOT NULL,
+              created_ns INTEGER NOT NULL,
+              updated_ns INTEGER NOT NULL,
               labels TEXT NOT NULL,
               usage_bytes INTEGER NOT NULL DEFAULT 0,
               usage_inodes INTEGER NOT NULL DEFAULT 0,
@@ -74,6 +85,7 @@ public final class MetadataStore implements AutoCloseable {
               remote_ref TEXT,
               remote_descriptor TEXT)""");
         s.execute("PRAGMA user_version=" + SCHEMA_VERSION);
+        c.commit();
       }
       c.setAutoCommit(true);
       return new MetadataStore(c, clock);
@@ -160,9 +172,9 @@ public final class MetadataStore implements AutoCloseable {
     /** Inserts a new snapshot; its name must be free and its parent (if any) must exist. */
     public Snapshot insert(String name, Optional<Snapshot> parent, Kind kind, Map<String, String> labels,
         Optional<Path> remoteMount, Optional<RemoteSource> remote) throws IOException {
-      long now = clock.millis();
+      long now = now();
       try (PreparedStatement p = db.prepareStatement(
-          "INSERT INTO snapshots (name, parent, kind, created_ms, updated_ms, labels, remote_mount, remote_ref,"
+          "INSERT INTO snapshots (name, parent, kind, created_ns, updated_ns, labels, remote_mount, remote_ref,"
               + " remote_descriptor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", Statement.RETURN_GENERATED_KEYS)) {
         p.setString(1, name);
         if (parent.isPresent()) {
@@ -186,18 +198,23 @@ public final class MetadataStore implements AutoCloseable {
       }
     }
 
-    /** Turns an active snapshot into a committed one named {@code name}. */
+    /**
+     * Turns an active snapshot into a committed one named {@code name}, as containerd's own storage does: the
+     * committed snapshot is created now (created = updated = the commit's time) and has exactly {@code labels}, none
+     * inherited from the active one.
+     */
     public Snapshot commit(Snapshot active, String name, Map<String, String> labels, long bytes, long inodes)
         throws IOException {
-      update("UPDATE snapshots SET name = ?, kind = ?, labels = ?, usage_bytes = ?, usage_inodes = ?, updated_ms = ?"
-          + " WHERE id = ?", name, Kind.COMMITTED.name(), json(labels), bytes, inodes, clock.millis(),
+      long now = now();
+      update("UPDATE snapshots SET name = ?, kind = ?, labels = ?, usage_bytes = ?, usage_inodes = ?, created_ns = ?,"
+          + " updated_ns = ? WHERE id = ?", name, Kind.COMMITTED.name(), json(labels), bytes, inodes, now, now,
           active.id());
       return find(name).orElseThrow();
     }
 
+    /** Replaces the labels and dates the update; nothing else changes. */
     public Snapshot setLabels(Snapshot s, Map<String, String> labels) throws IOException {
-      update("UPDATE snapshots SET labels = ?, updated_ms = ? WHERE id = ?", json(labels), clock.millis(),
-          s.id());
+      update("UPDATE snapshots SET labels = ?, updated_ns = ? WHERE id = ?", json(labels), now(), s.id());
       return find(s.name()).orElseThrow();
     }
 
@@ -226,7 +243,7 @@ public final class MetadataStore implements AutoCloseable {
     }
 
     private List<Snapshot> query(String where, Object... args) throws IOException {
-      String sql = "SELECT s.id, s.name, p.name, s.kind, s.created_ms, s.updated_ms, s.labels, s.usage_bytes,"
+      String sql = "SELECT s.id, s.name, p.name, s.kind, s.created_ns, s.updated_ns, s.labels, s.usage_bytes,"
           + " s.usage_inodes, s.remote_mount, s.remote_ref, s.remote_descriptor FROM snapshots s"
           + " LEFT JOIN snapshots p ON p.id = s.parent " + where;
       try (PreparedStatement p = db.prepareStatement(sql)) {
@@ -238,7 +255,7 @@ public final class MetadataStore implements AutoCloseable {
             String ref = r.getString(11);
             String descriptor = r.getString(12);
             out.add(new Snapshot(r.getLong(1), r.getString(2), Optional.ofNullable(r.getString(3)),
-                Kind.valueOf(r.getString(4)), Instant.ofEpochMilli(r.getLong(5)), Instant.ofEpochMilli(r.getLong(6)),
+                Kind.valueOf(r.getString(4)), Instant.ofEpochSecond(0, r.getLong(5)), Instant.ofEpochSecond(0, r.getLong(6)),
                 JSON.readValue(r.getString(7), LABELS), r.getLong(8), r.getLong(9),
                 Optional.ofNullable(mount).map(Path::of),
                 ref == null ? Optional.empty() : Optional.of(new RemoteSource(ref, descriptor))));
@@ -249,6 +266,12 @@ public final class MetadataStore implements AutoCloseable {
         throw sql(e);
       }
     }
+  }
+
+  /** The clock's time in nanoseconds since the epoch (a long holds them until 2262). */
+  private long now() {
+    Instant t = clock.instant();
+    return Math.addExact(Math.multiplyExact(t.getEpochSecond(), 1_000_000_000L), t.getNano());
   }
 
   private static void bind(PreparedStatement p, Object... args) throws SQLException {
