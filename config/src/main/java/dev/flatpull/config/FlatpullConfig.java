@@ -135,7 +135,8 @@ public record FlatpullConfig(
         t.bool("prefetch", d.prefetch()),
         t.bool("background_fetch", d.backgroundFetch()),
         t.duration("background_fetch_quiet", d.backgroundFetchQuiet()),
-        javaOptions(t, "fuse_manager_java_options", d.fuseManagerJavaOptions()));
+        javaOptions(t, "fuse_manager_java_options", d.fuseManagerJavaOptions()),
+        t.bool("warm_up", d.warmUp()));
     t.rejectUnknownKeys();
     return s;
   }

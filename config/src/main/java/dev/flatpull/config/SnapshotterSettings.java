@@ -23,11 +23,15 @@ import java.util.Optional;
  *     starts or resumes: while a service starts, its misses come every few milliseconds, and a link shared with
  *     background batches made them slower and moved tens of megabytes before it was ready
  * @param fuseManagerJavaOptions the JVM options the daemon starts the FUSE manager with
+ * @param warmUp whether each process runs the cold-start path on a synthetic image before it serves (the daemon a
+ *     remote Prepare and containerd's calls around it, the FUSE manager its service, TOC parser and read path), so
+ *     that a node's first remote Prepare is not paid in class loading and interpreted code; it delays serving by
+ *     seconds (docs/configuration.md has the figures)
  */
 public record SnapshotterSettings(
     Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress,
     Optional<InetSocketAddress> fuseManagerMetricsAddress, boolean prefetch, boolean backgroundFetch,
-    Duration backgroundFetchQuiet, List<String> fuseManagerJavaOptions) {
+    Duration backgroundFetchQuiet, List<String> fuseManagerJavaOptions, boolean warmUp) {
   /**
    * A young generation large enough for a cold start: with the heap the JVM sized after the warm-up's collection
    * (about 50 MB of eden), the FUSE manager collected two or three times while a service started (pauses of 5-31 ms on
@@ -39,7 +43,7 @@ public record SnapshotterSettings(
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),
-      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS);
+      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS, true);
 
   public SnapshotterSettings {
     Objects.requireNonNull(socket);
@@ -55,6 +59,6 @@ public record SnapshotterSettings(
 
   public SnapshotterSettings withFetching(boolean prefetchLandmarks, boolean background) {
     return new SnapshotterSettings(socket, fuseManagerSocket, metricsAddress, fuseManagerMetricsAddress,
-        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions);
+        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions, warmUp);
   }
 }

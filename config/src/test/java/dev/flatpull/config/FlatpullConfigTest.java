@@ -1,6 +1,7 @@
 package dev.flatpull.config;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -123,6 +124,15 @@ class FlatpullConfigTest {
         () -> FlatpullConfig.parse("f", "[snapshotter]\nfuse_manager_java_options = [\"Xmx1g\"]"));
     assertEquals("snapshotter.fuse_manager_java_options", e.key());
     assertTrue(e.getMessage().contains("not a JVM option"), e.getMessage());
+  }
+
+  @Test
+  void parse_warmUp_isOnByDefault_andCanBeTurnedOff() throws Exception {
+    assertTrue(FlatpullConfig.parse("f", "").snapshotter().warmUp());
+    assertFalse(FlatpullConfig.parse("f", "[snapshotter]\nwarm_up = false").snapshotter().warmUp());
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f", "[snapshotter]\nwarm_up = \"no\""));
+    assertEquals("snapshotter.warm_up", e.key());
   }
 
   @Test

@@ -68,7 +68,9 @@ public final class SnapshotterDaemon implements AutoCloseable {
     InstantSource clock = InstantSource.system();
     OverlaySnapshotter snapshotter = null;
     try {
-      warmUp(config, platform, nanoTime, clock);
+      if (config.snapshotter().warmUp()) {
+        warmUp(config, platform, nanoTime, clock);
+      }
       snapshotter = OverlaySnapshotter.open(config.root(),
           new RegistryRemoteLayers(clients, platform, manager, nanoTime), OverlaySnapshotter.Removal.STAGED, metrics,
           OverlaySnapshotter.Environment.of(nanoTime, clock));
@@ -78,7 +80,9 @@ public final class SnapshotterDaemon implements AutoCloseable {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().metricsAddress().get(), meters));
       }
       SnapshotterDaemon d = new SnapshotterDaemon(clients, manager, snapshotter, server, endpoint);
-      d.watchdog.scheduleWithFixedDelay(d::keepLayersServed, 10, 10, TimeUnit.SECONDS);
+      // At once, so that the FUSE manager starts (and warms up) before the first remote Prepare, yet serving never
+      // waits for it: open() has already remounted whatever containers use.
+      d.watchdog.scheduleWithFixedDelay(d::keepLayersServed, 0, 10, TimeUnit.SECONDS);
       LOG.info("serving containerd's Snapshots API on " + config.snapshotter().socket());
       return d;
     } catch (IOException | RuntimeException e) {
@@ -108,9 +112,13 @@ public final class SnapshotterDaemon implements AutoCloseable {
     }
   }
 
-  /** After a crash of the FUSE manager: start another and mount the remote snapshots' layers again. */
+  /**
+   * Keeps a FUSE manager running, so that a remote Prepare finds one warmed up, and after a crash of the manager
+   * mounts the remote snapshots' layers again in the one it starts.
+   */
   private void keepLayersServed() {
     try {
+      manager.ensureRunning();
       snapshotter.remountRemote();
     } catch (IOException | RuntimeException e) {
       LOG.warning("checking the FUSE manager failed: " + e.getMessage());

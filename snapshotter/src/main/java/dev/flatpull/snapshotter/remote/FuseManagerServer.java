@@ -27,7 +27,9 @@ public final class FuseManagerServer implements AutoCloseable {
     LayerServer layers = LayerServer.open(config, managerMeters);
     java.util.Optional<MetricsServer> endpoint = java.util.Optional.empty();
     try {
-      layers.warmUp(version);
+      if (config.snapshotter().warmUp()) {
+        layers.warmUp(version);
+      }
       managerMeters.bind(layers);
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = java.util.Optional.of(
