@@ -4,6 +4,16 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.snapshotter.api.snapshots.v1.CommitSnapshotRequest;
+import dev.flatpull.snapshotter.api.snapshots.v1.Info;
+import dev.flatpull.snapshotter.api.snapshots.v1.Kind;
+import dev.flatpull.snapshotter.api.snapshots.v1.ListSnapshotsRequest;
+import dev.flatpull.snapshotter.api.snapshots.v1.PrepareSnapshotRequest;
+import dev.flatpull.snapshotter.api.snapshots.v1.RemoveSnapshotRequest;
+import dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc;
+import dev.flatpull.snapshotter.api.snapshots.v1.StatSnapshotRequest;
+import dev.flatpull.snapshotter.api.snapshots.v1.UpdateSnapshotRequest;
+import dev.flatpull.snapshotter.api.snapshots.v1.UsageRequest;
 import dev.flatpull.snapshotter.grpc.SnapshotsProbe;
 import java.io.IOException;
 import java.net.URI;
@@ -14,6 +24,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -313,8 +324,8 @@ class RemoteSnapshotIT {
     try {
       double before = fallbacks("mount_failed");
       String ref = "127.0.0.1:" + proxy.getAddress().getPort() + "/it/python:esgz";
-      var api = dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc.newBlockingStub(channel);
-      var mounts = api.prepare(dev.flatpull.snapshotter.api.snapshots.v1.PrepareSnapshotRequest.newBuilder()
+      var api = SnapshotsGrpc.newBlockingStub(channel);
+      var mounts = api.prepare(PrepareSnapshotRequest.newBuilder()
           .setKey("default/9/extract-vanishing").putLabels("containerd.io/snapshot.ref", "default/9/vanishing-target")
           .putLabels("containerd.io/snapshot/cri.image-ref", ref)
           .putLabels("containerd.io/snapshot/cri.layer-digest", layerDigest).build()).getMountsList();
@@ -323,7 +334,7 @@ class RemoteSnapshotIT {
       try (var s = Files.list(flatpull.root().resolve("remote"))) {
         assertEquals(List.of(), s.filter(p -> !isServed(p)).toList(), "a failed mount left its mount point");
       }
-      api.remove(dev.flatpull.snapshotter.api.snapshots.v1.RemoveSnapshotRequest.newBuilder()
+      api.remove(RemoveSnapshotRequest.newBuilder()
           .setKey("default/9/extract-vanishing").build());
     } finally {
       channel.shutdownNow();
@@ -339,11 +350,11 @@ class RemoteSnapshotIT {
     assertTrue(manifest.startsWith("sha256:"), manifest);
     var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
     try {
-      var api = dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc.newBlockingStub(channel);
+      var api = SnapshotsGrpc.newBlockingStub(channel);
       double before = metric("flatpull_remote_snapshots_total");
       io.grpc.StatusRuntimeException e = org.junit.jupiter.api.Assertions.assertThrows(
           io.grpc.StatusRuntimeException.class, () -> api.prepare(
-              dev.flatpull.snapshotter.api.snapshots.v1.PrepareSnapshotRequest.newBuilder()
+              PrepareSnapshotRequest.newBuilder()
                   .setKey("k8s.io/1/extract-cri").putLabels("containerd.io/snapshot.ref", "k8s.io/2/cri-target")
                   .putLabels("containerd.io/snapshot/cri.image-ref", image.replace(":esgz", "@" + manifest))
                   .putLabels("containerd.io/snapshot/cri.manifest-digest", manifest)
@@ -351,14 +362,130 @@ class RemoteSnapshotIT {
                   .putLabels("containerd.io/snapshot/cri.image-layers", layerDigest).build()));
       assertEquals(io.grpc.Status.Code.ALREADY_EXISTS, e.getStatus().getCode(), e.toString());
       assertEquals(before + 1, metric("flatpull_remote_snapshots_total"));
-      var info = api.stat(dev.flatpull.snapshotter.api.snapshots.v1.StatSnapshotRequest.newBuilder()
+      var info = api.stat(StatSnapshotRequest.newBuilder()
           .setKey("k8s.io/2/cri-target").build()).getInfo();
       assertEquals("remote snapshot", info.getLabelsOrThrow("containerd.io/snapshot/remote"));
-      api.remove(dev.flatpull.snapshotter.api.snapshots.v1.RemoveSnapshotRequest.newBuilder()
+      api.remove(RemoveSnapshotRequest.newBuilder()
           .setKey("k8s.io/2/cri-target").build());
     } finally {
       channel.shutdownNow();
     }
+  }
+
+  /**
+   * containerd's Info rules (SnapshotInfoTest, and containerd's own suite in bin/conformance, which makes only local
+   * snapshots) for a lazily pulled layer and a container's snapshot on it, over the Snapshots API as containerd's
+   * proxy plugin calls it: Stat, Walk with filters, Update, Usage and Commit.
+   */
+  @Test
+  @Order(6)
+  void aRemoteLayer_andAContainersSnapshotOnIt_keepContainerdsInfoRules() throws Exception {
+    String manifest = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
+        Cli.inProcess("inspect", "--plain-http", "--json", image).out()).path("manifestDigest").asText();
+    var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
+    try {
+      var api = SnapshotsGrpc.newBlockingStub(channel);
+      String layer = "k8s.io/3/info-layer";
+      java.time.Instant beforePrepare = java.time.Instant.now();
+      io.grpc.StatusRuntimeException e = org.junit.jupiter.api.Assertions.assertThrows(
+          io.grpc.StatusRuntimeException.class, () -> api.prepare(
+              PrepareSnapshotRequest.newBuilder()
+                  .setKey("k8s.io/3/extract-info").putLabels("containerd.io/snapshot.ref", layer)
+                  .putLabels("containerd.io/snapshot/cri.image-ref", image.replace(":esgz", "@" + manifest))
+                  .putLabels("containerd.io/snapshot/cri.manifest-digest", manifest)
+                  .putLabels("containerd.io/snapshot/cri.layer-digest", layerDigest)
+                  .putLabels("containerd.io/snapshot/cri.image-layers", layerDigest).build()));
+      assertEquals(io.grpc.Status.Code.ALREADY_EXISTS, e.getStatus().getCode(), e.toString());
+      java.time.Instant afterPrepare = java.time.Instant.now();
+
+      // Stat: committed, created = updated = the Prepare's time, marked remote.
+      var info = stat(api, layer);
+      assertEquals(Kind.COMMITTED, info.getKind());
+      assertEquals(info.getCreatedAt(), info.getUpdatedAt());
+      assertTrue(!instant(info.getCreatedAt()).isBefore(beforePrepare.minusMillis(1))
+          && !instant(info.getCreatedAt()).isAfter(afterPrepare), info.toString());
+      assertEquals("remote snapshot", info.getLabelsOrThrow("containerd.io/snapshot/remote"));
+      assertEquals(layer, info.getLabelsOrThrow("containerd.io/snapshot.ref"));
+      // Usage: the layer holds nothing of its own on the node (its content is in the shared page cache).
+      var usage = api.usage(UsageRequest.newBuilder().setKey(layer).build());
+      assertEquals(0, usage.getSize());
+      assertEquals(0, usage.getInodes());
+
+      // A container's snapshot on the layer.
+      String container = "k8s.io/3/info-container";
+      var mounts = api.prepare(PrepareSnapshotRequest.newBuilder()
+          .setKey(container).setParent(layer).putLabels("from-prepare", "p").build()).getMountsList();
+      String upper = mounts.get(0).getOptionsList().stream().filter(o -> o.startsWith("upperdir=")).findFirst()
+          .orElseThrow().substring("upperdir=".length());
+      assertTrue(mounts.get(0).getOptionsList().stream().anyMatch(o -> o.startsWith("lowerdir=")
+          && o.contains(flatpull.root().resolve("remote").toString())), mounts.toString());
+      Files.writeString(Path.of(upper, "written"), "x".repeat(10_000));
+      var containerUsage = api.usage(
+          UsageRequest.newBuilder().setKey(container).build());
+      assertTrue(containerUsage.getSize() >= 10_000, containerUsage.toString());
+      assertEquals(2, containerUsage.getInodes(), "the upper directory and the file written");
+      assertEquals(layer, stat(api, container).getParent());
+
+      // Walk with filters: by the remote marker, by parent, by kind and name.
+      assertEquals(List.of(layer), walk(api, "labels.\"containerd.io/snapshot/remote\",name~=info"));
+      assertEquals(List.of(container), walk(api, "parent==\"" + layer + "\""));
+      assertEquals(List.of(container), walk(api, "kind==active,name==\"" + container + "\""));
+      assertEquals(List.of(), walk(api, "kind==committed,name==\"" + container + "\""));
+
+      // Update: a label of the layer set, the update dated, nothing else changed; an immutable path refused.
+      var updated = api.update(UpdateSnapshotRequest.newBuilder()
+          .setInfo(info.toBuilder().putLabels("team", "a").setParent("elsewhere"))
+          .setUpdateMask(com.google.protobuf.FieldMask.newBuilder().addPaths("labels.team")).build()).getInfo();
+      assertEquals("a", updated.getLabelsOrThrow("team"));
+      assertEquals("remote snapshot", updated.getLabelsOrThrow("containerd.io/snapshot/remote"));
+      assertEquals(info.getCreatedAt(), updated.getCreatedAt());
+      assertTrue(instant(updated.getUpdatedAt()).isAfter(instant(info.getUpdatedAt())), updated.toString());
+      assertEquals("", updated.getParent());
+      assertEquals(updated, stat(api, layer));
+      io.grpc.StatusRuntimeException immutable = org.junit.jupiter.api.Assertions.assertThrows(
+          io.grpc.StatusRuntimeException.class, () -> api.update(
+              UpdateSnapshotRequest.newBuilder()
+                  .setInfo(stat(api, container).toBuilder().setParent(""))
+                  .setUpdateMask(com.google.protobuf.FieldMask.newBuilder().addPaths("parent")).build()));
+      assertEquals(io.grpc.Status.Code.INVALID_ARGUMENT, immutable.getStatus().getCode());
+      assertEquals(layer, stat(api, container).getParent());
+
+      // Commit of the container's snapshot: created = updated = the commit's time, only the commit's labels.
+      java.time.Instant beforeCommit = java.time.Instant.now();
+      api.commit(CommitSnapshotRequest.newBuilder().setKey(container)
+          .setName("k8s.io/3/info-committed").putLabels("from-commit", "c").build());
+      var committed = stat(api, "k8s.io/3/info-committed");
+      assertEquals(committed.getCreatedAt(), committed.getUpdatedAt());
+      assertTrue(!instant(committed.getCreatedAt()).isBefore(beforeCommit.minusMillis(1)), committed.toString());
+      assertEquals(Map.of("from-commit", "c"), committed.getLabelsMap());
+      assertEquals(layer, committed.getParent());
+      assertTrue(api.usage(UsageRequest.newBuilder()
+          .setKey("k8s.io/3/info-committed").build()).getSize() >= 10_000);
+
+      for (String key : List.of("k8s.io/3/info-committed", layer)) {
+        api.remove(RemoveSnapshotRequest.newBuilder().setKey(key).build());
+      }
+    } finally {
+      channel.shutdownNow();
+    }
+  }
+
+  private static Info stat(
+      SnapshotsGrpc.SnapshotsBlockingStub api, String key) {
+    return api.stat(StatSnapshotRequest.newBuilder().setKey(key).build())
+        .getInfo();
+  }
+
+  private static List<String> walk(SnapshotsGrpc.SnapshotsBlockingStub api,
+      String filter) {
+    List<String> names = new java.util.ArrayList<>();
+    api.list(ListSnapshotsRequest.newBuilder().addFilters(filter).build())
+        .forEachRemaining(r -> r.getInfoList().forEach(i -> names.add(i.getName())));
+    return names;
+  }
+
+  private static java.time.Instant instant(com.google.protobuf.Timestamp t) {
+    return java.time.Instant.ofEpochSecond(t.getSeconds(), t.getNanos());
   }
 
   private static boolean isServed(Path p) {
