@@ -28,8 +28,8 @@ public final class FlatpullDaemon implements AutoCloseable {
   }
 
   /**
-   * Writes a configuration (plain HTTP, background fetch off so fetched bytes show what was read) and starts the
-   * daemon; {@code extraToml} is appended to the {@code [snapshotter]} table.
+   * Writes a configuration (plain HTTP, background fetch off so fetched bytes show what was read, no warm-up) and
+   * starts the daemon; {@code extraToml} is appended to the {@code [snapshotter]} table.
    */
   public static FlatpullDaemon start(String extraToml) throws IOException, InterruptedException {
     return start(extraToml, false);
@@ -50,7 +50,9 @@ public final class FlatpullDaemon implements AutoCloseable {
 
   /**
    * A daemon with {@code snapshotterToml} in its {@code [snapshotter]} table and {@code tables} (whole TOML tables,
-   * such as {@code [runtime_image]}) after it; default fetching or background fetch off.
+   * such as {@code [runtime_image]}) after it; default fetching and warm-up, as users run it, or the harness's
+   * (background fetch off and no warm-up: the warm-ups delay every start by seconds and their own tests are in
+   * FuseMountIT and DaemonWarmUpTest).
    */
   public static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables)
       throws IOException, InterruptedException {
@@ -85,7 +87,8 @@ public final class FlatpullDaemon implements AutoCloseable {
         %s
         %s
         %s
-        """.formatted(dir.resolve("root"), registryToml, socket, managerSocket, defaultFetching ? "" : "background_fetch = false",
+        """.formatted(dir.resolve("root"), registryToml, socket, managerSocket,
+        defaultFetching ? "" : "background_fetch = false\nwarm_up = false",
         snapshotterToml, tables));
     FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
     d.start();

@@ -1,6 +1,7 @@
 package dev.flatpull.it;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
 import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
@@ -14,8 +15,19 @@ class ArchitectureTest {
 
   @BeforeAll
   static void load() {
+    // Modules' test jars (fixtures such as fetcher's BuiltLayer) are test code too.
     classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS)
+        .withImportOption(location -> !location.contains("-tests.jar"))
         .importPackages("dev.flatpull");
+  }
+
+  /**
+   * No two packages depend on each other, directly or around a loop, in any module: a cycle is two packages that can
+   * only change together (the daemon's meters and the FUSE manager's server formed one).
+   */
+  @Test
+  void packages_formNoCycle() {
+    slices().matching("dev.flatpull.(**)").should().beFreeOfCycles().check(classes);
   }
 
   @Test

@@ -1,12 +1,21 @@
 package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.snapshotter.metrics.ManagerMeters;
+import dev.flatpull.snapshotter.metrics.Meters;
+import dev.flatpull.snapshotter.metrics.MetricsServer;
 import dev.flatpull.snapshotter.remote.FuseManagerServer;
+import dev.flatpull.snapshotter.remote.LayerServer;
+import java.io.IOException;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 
-/** {@code flatpull fuse-manager}: the process that serves remote layers; started by {@code flatpull serve}. */
+/**
+ * {@code flatpull fuse-manager}: the process that serves remote layers; started by {@code flatpull serve}. The
+ * process's composition root: its layer server, warm-up, meters and metrics endpoint are bound here.
+ */
 @Command(name = "fuse-manager", hidden = true, mixinStandardHelpOptions = true,
     description = {"Serve lazily pulled layers over FUSE for the snapshotter daemon, on [snapshotter]",
         "fuse_manager_socket. Started by 'flatpull serve' when none runs. SIGTERM unmounts every layer it serves,",
@@ -17,9 +26,29 @@ final class FuseManagerCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
-    FuseManagerServer server = FuseManagerServer.start(config, FlatpullCommand.VERSION);
+    Meters meters = new Meters();
+    ManagerMeters managerMeters = new ManagerMeters(meters);
+    LayerServer layers = LayerServer.open(config, managerMeters);
+    Optional<MetricsServer> endpoint = Optional.empty();
+    FuseManagerServer server;
+    try {
+      if (config.snapshotter().warmUp()) {
+        layers.warmUp(FlatpullCommand.VERSION);
+      }
+      managerMeters.bind(layers);
+      if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
+        endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));
+      }
+      server = FuseManagerServer.serve(config, layers, FlatpullCommand.VERSION);
+    } catch (IOException | RuntimeException e) {
+      endpoint.ifPresent(MetricsServer::close);
+      layers.close();
+      throw e;
+    }
+    Optional<MetricsServer> metrics = endpoint;
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       try {
+        metrics.ifPresent(MetricsServer::close);
         server.close();
       } catch (Exception e) {
         System.err.println("flatpull fuse-manager: stopping: " + e.getMessage());

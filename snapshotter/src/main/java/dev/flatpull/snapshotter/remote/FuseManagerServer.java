@@ -1,48 +1,30 @@
 package dev.flatpull.snapshotter.remote;
 
-import dev.flatpull.config.ConfigException;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.snapshotter.grpc.UnixSockets;
 import io.grpc.Server;
-import dev.flatpull.snapshotter.metrics.ManagerMeters;
-import dev.flatpull.snapshotter.metrics.Meters;
-import dev.flatpull.snapshotter.metrics.MetricsServer;
 import java.io.IOException;
 
-/** The FUSE manager process: a {@link LayerServer} answering the daemon on its unix socket. */
+/**
+ * The FUSE manager process's service: a {@link LayerServer} answering the daemon on its unix socket. The process's
+ * composition root ({@code flatpull fuse-manager}) opens the layer server, warms it up and binds its meters first.
+ */
 public final class FuseManagerServer implements AutoCloseable {
   private final LayerServer layers;
   private final Server server;
-  private final java.util.Optional<MetricsServer> metrics;
 
-  private FuseManagerServer(LayerServer layers, Server server, java.util.Optional<MetricsServer> metrics) {
+  private FuseManagerServer(LayerServer layers, Server server) {
     this.layers = layers;
     this.server = server;
-    this.metrics = metrics;
   }
 
-  public static FuseManagerServer start(FlatpullConfig config, String version) throws IOException, ConfigException {
-    Meters meters = new Meters();
-    ManagerMeters managerMeters = new ManagerMeters(meters);
-    LayerServer layers = LayerServer.open(config, managerMeters);
-    java.util.Optional<MetricsServer> endpoint = java.util.Optional.empty();
-    try {
-      if (config.snapshotter().warmUp()) {
-        layers.warmUp(version);
-      }
-      managerMeters.bind(layers);
-      if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
-        endpoint = java.util.Optional.of(
-            MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));
-      }
-      return new FuseManagerServer(layers,
-          UnixSockets.serve(config.snapshotter().fuseManagerSocket(), new FuseManagerService(layers, version)),
-          endpoint);
-    } catch (IOException | RuntimeException e) {
-      endpoint.ifPresent(MetricsServer::close);
-      layers.close();
-      throw e;
-    }
+  /**
+   * Serves {@code layers} on {@code [snapshotter] fuse_manager_socket}; from then on the server owns them (closing it
+   * unmounts every layer). On failure {@code layers} stay the caller's.
+   */
+  public static FuseManagerServer serve(FlatpullConfig config, LayerServer layers, String version) throws IOException {
+    return new FuseManagerServer(layers,
+        UnixSockets.serve(config.snapshotter().fuseManagerSocket(), new FuseManagerService(layers, version)));
   }
 
   public void awaitTermination() throws InterruptedException {
@@ -53,7 +35,6 @@ public final class FuseManagerServer implements AutoCloseable {
   @Override
   public void close() throws IOException {
     UnixSockets.stop(server);
-    metrics.ifPresent(MetricsServer::close);
     layers.close();
   }
 }
