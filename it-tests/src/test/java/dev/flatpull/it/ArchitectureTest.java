@@ -3,6 +3,7 @@ package dev.flatpull.it;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
+import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
@@ -40,14 +41,47 @@ class ArchitectureTest {
   @Test
   void config_doesNotDependOnHigherModules() {
     noClasses().that().resideInAPackage("dev.flatpull.config..")
-        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fetcher..", "dev.flatpull.snapshotter..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fetcher..", "dev.flatpull.snapshotter..",
+            "dev.flatpull.manager..", "dev.flatpull.endpoints..")
         .check(classes);
   }
 
   @Test
-  void fetcher_doesNotDependOnTheCompositionRoot() {
+  void fetcher_doesNotDependOnTheProcesses() {
     noClasses().that().resideInAPackage("dev.flatpull.fetcher..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter..", "dev.flatpull.manager..",
+            "dev.flatpull.endpoints..", "dev.flatpull.it..")
+        .check(classes);
+  }
+
+  /** The processes' shared endpoints (gRPC on unix sockets, Prometheus text) know neither process. */
+  @Test
+  void endpoints_knowNeitherProcess() {
+    noClasses().that().resideInAPackage("dev.flatpull.endpoints..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter..", "dev.flatpull.manager..")
+        .check(classes);
+  }
+
+  /** The FUSE manager's module knows nothing of the daemon, its command line or the composition above it. */
+  @Test
+  void fuseManager_knowsNothingOfTheDaemon() {
+    noClasses().that().resideInAPackage("dev.flatpull.manager..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter..", "dev.flatpull.it..")
+        .check(classes);
+  }
+
+  /**
+   * The daemon reaches the FUSE manager only through its client (and the API the client speaks): the manager's
+   * server, layers and meters are another process's. The command line and the warm-ups compose both processes.
+   */
+  @Test
+  void daemon_reachesTheManagerOnlyThroughItsClient() {
+    noClasses().that().resideInAnyPackage("dev.flatpull.snapshotter.daemon..", "dev.flatpull.snapshotter.overlay..",
+            "dev.flatpull.snapshotter.store..", "dev.flatpull.snapshotter.grpc..", "dev.flatpull.snapshotter.remote..",
+            "dev.flatpull.snapshotter.record..", "dev.flatpull.snapshotter.metrics..")
+        .should().dependOnClassesThat(JavaClass.Predicates.resideInAPackage("dev.flatpull.manager..")
+            .and(JavaClass.Predicates.resideOutsideOfPackages("dev.flatpull.manager.client..",
+                "dev.flatpull.manager.api..")))
         .check(classes);
   }
 
@@ -58,9 +92,11 @@ class ArchitectureTest {
         .check(classes);
   }
 
+  /** Each process's meters in its metrics package, over the shared registry and endpoint. */
   @Test
-  void micrometer_livesOnlyInTheMetricsPackage() {
-    noClasses().that().resideOutsideOfPackage("dev.flatpull.snapshotter.metrics..")
+  void micrometer_livesOnlyInTheMetricsPackages() {
+    noClasses().that().resideOutsideOfPackages("dev.flatpull.endpoints.metrics..", "dev.flatpull.snapshotter.metrics..",
+            "dev.flatpull.manager.metrics..")
         .should().dependOnClassesThat().resideInAnyPackage("io.micrometer..", "io.prometheus..")
         .check(classes);
   }
@@ -107,8 +143,9 @@ class ArchitectureTest {
 
   @Test
   void grpc_livesOnlyInTheApiAdapters() {
-    noClasses().that().resideOutsideOfPackages("dev.flatpull.snapshotter.grpc..", "dev.flatpull.snapshotter.remote..",
-            "dev.flatpull.snapshotter.api..", "dev.flatpull.it..")
+    noClasses().that().resideOutsideOfPackages("dev.flatpull.endpoints.grpc..", "dev.flatpull.snapshotter.grpc..",
+            "dev.flatpull.snapshotter.api..", "dev.flatpull.snapshotter.warmup..", "dev.flatpull.manager",
+            "dev.flatpull.manager.api..", "dev.flatpull.manager.client..", "dev.flatpull.it..")
         .should().dependOnClassesThat().resideInAnyPackage("io.grpc..", "com.google.protobuf..")
         .check(classes);
   }
@@ -125,7 +162,7 @@ class ArchitectureTest {
     noClasses().that().resideInAnyPackage("dev.flatpull.snapshotter.store..", "dev.flatpull.snapshotter.overlay..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter.grpc..",
             "dev.flatpull.snapshotter.remote..", "dev.flatpull.snapshotter.daemon..", "dev.flatpull.snapshotter.cli..",
-            "dev.flatpull.fuse..", "dev.flatpull.fetcher..")
+            "dev.flatpull.manager..", "dev.flatpull.fuse..", "dev.flatpull.fetcher..")
         .check(classes);
     noClasses().that().resideInAPackage("dev.flatpull.snapshotter.store..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.snapshotter.overlay..")
@@ -135,7 +172,8 @@ class ArchitectureTest {
   @Test
   void runtimeImageAndFuseMount_sameLevel_doNotImportEachOther() {
     noClasses().that().resideInAPackage("dev.flatpull.runtimeimage..")
-        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.snapshotter..")
+        .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.snapshotter..",
+            "dev.flatpull.manager..")
         .check(classes);
     noClasses().that().resideInAPackage("dev.flatpull.fuse..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.runtimeimage..")
@@ -146,7 +184,7 @@ class ArchitectureTest {
   void traceRecorder_knowsNothingOfHowReadsAreServed() {
     noClasses().that().resideInAPackage("dev.flatpull.trace..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.fetcher..",
-            "dev.flatpull.pagecache..", "dev.flatpull.snapshotter..", "dev.flatpull.config..")
+            "dev.flatpull.pagecache..", "dev.flatpull.snapshotter..", "dev.flatpull.manager..", "dev.flatpull.config..")
         .check(classes);
     noClasses().that().resideInAnyPackage("dev.flatpull.fuse..", "dev.flatpull.fetcher..", "dev.flatpull.pagecache..")
         .should().dependOnClassesThat().resideInAnyPackage("dev.flatpull.trace..")

@@ -13,7 +13,7 @@ import dev.flatpull.snapshotter.api.snapshots.v1.RemoveSnapshotRequest;
 import dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc;
 import dev.flatpull.snapshotter.api.snapshots.v1.ViewSnapshotRequest;
 import dev.flatpull.snapshotter.api.types.Mount;
-import dev.flatpull.snapshotter.grpc.UnixSockets;
+import dev.flatpull.endpoints.grpc.UnixSockets;
 import io.grpc.ManagedChannel;
 import io.grpc.StatusRuntimeException;
 import java.io.IOException;

@@ -14,7 +14,7 @@ import dev.flatpull.it.cri.v1.RemoveImageRequest;
 import dev.flatpull.it.cri.v1.RuntimeServiceGrpc;
 import dev.flatpull.it.cri.v1.VersionRequest;
 import dev.flatpull.it.cri.v1.VersionResponse;
-import dev.flatpull.snapshotter.grpc.UnixSockets;
+import dev.flatpull.endpoints.grpc.UnixSockets;
 import io.grpc.ManagedChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;

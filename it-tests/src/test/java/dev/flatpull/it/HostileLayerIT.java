@@ -14,7 +14,7 @@ import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.tar.TarHeader;
 import dev.flatpull.fetcher.tar.TarWriter;
 import dev.flatpull.fuse.LayerMount;
-import dev.flatpull.snapshotter.remote.FuseManagerClient;
+import dev.flatpull.manager.client.FuseManagerClient;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;

@@ -320,7 +320,7 @@ class RemoteSnapshotIT {
       }
     });
     proxy.start();
-    var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
+    var channel = dev.flatpull.endpoints.grpc.UnixSockets.connect(flatpull.socket());
     try {
       double before = fallbacks("mount_failed");
       String ref = "127.0.0.1:" + proxy.getAddress().getPort() + "/it/python:esgz";
@@ -348,7 +348,7 @@ class RemoteSnapshotIT {
     String manifest = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
         Cli.inProcess("inspect", "--plain-http", "--json", image).out()).path("manifestDigest").asText();
     assertTrue(manifest.startsWith("sha256:"), manifest);
-    var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
+    var channel = dev.flatpull.endpoints.grpc.UnixSockets.connect(flatpull.socket());
     try {
       var api = SnapshotsGrpc.newBlockingStub(channel);
       double before = metric("flatpull_remote_snapshots_total");
@@ -382,7 +382,7 @@ class RemoteSnapshotIT {
   void aRemoteLayer_andAContainersSnapshotOnIt_keepContainerdsInfoRules() throws Exception {
     String manifest = new com.fasterxml.jackson.databind.ObjectMapper().readTree(
         Cli.inProcess("inspect", "--plain-http", "--json", image).out()).path("manifestDigest").asText();
-    var channel = dev.flatpull.snapshotter.grpc.UnixSockets.connect(flatpull.socket());
+    var channel = dev.flatpull.endpoints.grpc.UnixSockets.connect(flatpull.socket());
     try {
       var api = SnapshotsGrpc.newBlockingStub(channel);
       String layer = "k8s.io/3/info-layer";

@@ -19,7 +19,7 @@ import dev.flatpull.snapshotter.api.snapshots.v1.UpdateSnapshotRequest;
 import dev.flatpull.snapshotter.api.snapshots.v1.UsageRequest;
 import dev.flatpull.snapshotter.api.snapshots.v1.ViewSnapshotRequest;
 import dev.flatpull.snapshotter.api.types.Mount;
-import dev.flatpull.snapshotter.grpc.UnixSockets;
+import dev.flatpull.endpoints.grpc.UnixSockets;
 import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;

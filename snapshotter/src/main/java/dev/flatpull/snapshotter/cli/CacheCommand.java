@@ -2,8 +2,8 @@ package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.pagecache.PageCache;
-import dev.flatpull.snapshotter.api.fusemanager.v1.EmptyCacheResponse;
-import dev.flatpull.snapshotter.remote.FuseManagerClient;
+import dev.flatpull.manager.api.v1.EmptyCacheResponse;
+import dev.flatpull.manager.client.FuseManagerClient;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,11 +1,11 @@
 package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
-import dev.flatpull.snapshotter.metrics.ManagerMeters;
-import dev.flatpull.snapshotter.metrics.Meters;
-import dev.flatpull.snapshotter.metrics.MetricsServer;
-import dev.flatpull.snapshotter.remote.FuseManagerServer;
-import dev.flatpull.snapshotter.remote.LayerServer;
+import dev.flatpull.manager.metrics.ManagerMeters;
+import dev.flatpull.endpoints.metrics.Meters;
+import dev.flatpull.endpoints.metrics.MetricsServer;
+import dev.flatpull.manager.FuseManagerServer;
+import dev.flatpull.manager.LayerServer;
 import java.io.IOException;
 import java.util.Optional;
 import java.util.concurrent.Callable;

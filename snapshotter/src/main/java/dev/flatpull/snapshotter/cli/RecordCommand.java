@@ -9,7 +9,7 @@ import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.snapshotter.record.ServiceRecorder;
-import dev.flatpull.snapshotter.remote.FuseManagerClient;
+import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.trace.ServiceVersion;
 import dev.flatpull.trace.Trace;
 import dev.flatpull.trace.TraceFile;

@@ -7,9 +7,9 @@ import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.snapshotter.grpc.SnapshotsServer;
 import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
 import dev.flatpull.snapshotter.metrics.DaemonMeters;
-import dev.flatpull.snapshotter.metrics.Meters;
-import dev.flatpull.snapshotter.metrics.MetricsServer;
-import dev.flatpull.snapshotter.remote.FuseManagerClient;
+import dev.flatpull.endpoints.metrics.Meters;
+import dev.flatpull.endpoints.metrics.MetricsServer;
+import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.snapshotter.remote.RegistryRemoteLayers;
 import java.io.IOException;
 import java.time.InstantSource;
@@ -68,9 +68,6 @@ public final class SnapshotterDaemon implements AutoCloseable {
     InstantSource clock = InstantSource.system();
     OverlaySnapshotter snapshotter = null;
     try {
-      if (config.snapshotter().warmUp()) {
-        warmUp(config, platform, nanoTime, clock);
-      }
       snapshotter = OverlaySnapshotter.open(config.root(),
           new RegistryRemoteLayers(clients, platform, manager, nanoTime), OverlaySnapshotter.Removal.STAGED, metrics,
           OverlaySnapshotter.Environment.of(nanoTime, clock));
@@ -92,23 +89,6 @@ public final class SnapshotterDaemon implements AutoCloseable {
       manager.close();
       clients.close();
       throw e;
-    }
-  }
-
-  /**
-   * Runs a synthetic image's remote Prepare and containerd's calls around it before serving (see {@link DaemonWarmUp}),
-   * so that the first remote Prepare does not pay for loading the HTTP client (about 160 ms of its manifest request,
-   * measured on a fresh JVM), the gRPC server and the metadata store.
-   */
-  private static void warmUp(FlatpullConfig config, Platform platform, LongSupplier nanoTime, InstantSource clock) {
-    long started = nanoTime.getAsLong();
-    try {
-      DaemonWarmUp.run(config.root().resolve("warm-up-daemon"), platform,
-          OverlaySnapshotter.Environment.of(nanoTime, clock));
-      LOG.info(String.format("warmed up the Snapshots API and the registry client in %.0f ms",
-          (nanoTime.getAsLong() - started) / 1e6));
-    } catch (IOException | RuntimeException e) {
-      LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
     }
   }
 

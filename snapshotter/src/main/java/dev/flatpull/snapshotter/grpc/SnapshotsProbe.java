@@ -1,5 +1,6 @@
 package dev.flatpull.snapshotter.grpc;
 
+import dev.flatpull.endpoints.grpc.UnixSockets;
 import dev.flatpull.snapshotter.api.snapshots.v1.ListSnapshotsRequest;
 import dev.flatpull.snapshotter.api.snapshots.v1.SnapshotsGrpc;
 import io.grpc.ManagedChannel;

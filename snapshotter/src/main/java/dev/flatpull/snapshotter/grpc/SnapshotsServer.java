@@ -1,5 +1,6 @@
 package dev.flatpull.snapshotter.grpc;
 
+import dev.flatpull.endpoints.grpc.UnixSockets;
 import dev.flatpull.snapshotter.overlay.OverlaySnapshotter;
 import io.grpc.Server;
 import java.io.IOException;

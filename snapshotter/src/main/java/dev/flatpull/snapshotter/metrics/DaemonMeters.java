@@ -1,5 +1,7 @@
 package dev.flatpull.snapshotter.metrics;
 
+import dev.flatpull.endpoints.metrics.Meters;
+import dev.flatpull.endpoints.metrics.RegistryTraffic;
 import dev.flatpull.snapshotter.overlay.SnapshotterMetrics;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -41,7 +43,7 @@ public final class DaemonMeters implements SnapshotterMetrics {
 
   /** The daemon's own registry traffic (manifests, mostly). */
   public void bindRegistry(dev.flatpull.fetcher.registry.FetchStatistics fetched) {
-    ManagerMeters.bindRegistry(registry, fetched);
+    RegistryTraffic.bind(registry, fetched);
   }
 
   private Counter fallbackCounter(String reason) {

@@ -1,6 +1,6 @@
 package dev.flatpull.snapshotter.record;
 
-import dev.flatpull.snapshotter.remote.FuseManagerClient;
+import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.TraceMerger;
 import dev.flatpull.trace.probe.NotReadyException;

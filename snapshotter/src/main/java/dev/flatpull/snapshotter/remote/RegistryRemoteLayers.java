@@ -1,5 +1,6 @@
 package dev.flatpull.snapshotter.remote;
 
+import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.oci.Descriptor;
@@ -9,7 +10,7 @@ import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.snapshotter.api.fusemanager.v1.MountedLayer;
+import dev.flatpull.manager.api.v1.MountedLayer;
 import dev.flatpull.snapshotter.overlay.HostMounts;
 import dev.flatpull.snapshotter.overlay.RemoteDecision;
 import dev.flatpull.snapshotter.overlay.RemoteLayers;

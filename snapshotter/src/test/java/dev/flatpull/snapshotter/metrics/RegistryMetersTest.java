@@ -1,5 +1,6 @@
 package dev.flatpull.snapshotter.metrics;
 
+import dev.flatpull.endpoints.metrics.Meters;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.fetcher.registry.FetchStatistics;

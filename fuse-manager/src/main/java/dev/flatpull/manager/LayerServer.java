@@ -1,0 +1,602 @@
+package dev.flatpull.manager;
+
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RuntimeImageSettings;
+import dev.flatpull.config.SnapshotterSettings;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.LayerOpener;
+import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.OciDocuments;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchStatistics;
+import dev.flatpull.fetcher.registry.Referrers;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.fuse.ContentEvents;
+import dev.flatpull.fuse.FuseEvents;
+import dev.flatpull.fuse.LayerContentReader;
+import dev.flatpull.fuse.LayerFileSystem;
+import dev.flatpull.fuse.LayerMount;
+import dev.flatpull.fuse.LayerPrefetcher;
+import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.fuse.PageSource;
+import dev.flatpull.fuse.PendingProducers;
+import dev.flatpull.fuse.ReadActivity;
+import dev.flatpull.pagecache.CacheStats;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.RuntimeImageArtifact;
+import dev.flatpull.runtimeimage.RuntimeImageFormatException;
+import dev.flatpull.runtimeimage.RuntimeImageMismatchException;
+import dev.flatpull.runtimeimage.RuntimeImagePublisher;
+import dev.flatpull.runtimeimage.RuntimeImageSelection;
+import dev.flatpull.runtimeimage.RuntimeImageStream;
+import dev.flatpull.trace.LayerTrace;
+import dev.flatpull.trace.TraceRecorder;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
+import java.util.logging.Logger;
+
+/**
+ * The remote-layer read path and its state: every lazily served layer, the host-wide page cache and the registry
+ * clients they share, and the images being started ({@link ImageSession}: their layers' TOCs opened in parallel, their
+ * runtime images streamed into the cache). The FUSE manager process serves it, so that restarting the snapshotter
+ * daemon leaves containers' reads untouched; {@code flatpull mount} uses the same class, so there is one read path.
+ */
+public final class LayerServer implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(LayerServer.class.getName());
+
+  /** One served layer. */
+  public record Served(
+      Path mountPoint, Descriptor layer, String imageRef, int entries, String format, LayerMount mount,
+      List<LayerPrefetcher> prefetchers, Optional<String> image, ReadaheadKnobs readahead) {}
+
+  /**
+   * The threads the server runs on, made by the composition root.
+   *
+   * @param decoders decompression and verification of the chunks of one request, on every core
+   * @param transfers the requests of on-demand reads, read as they arrive: a read returns once its own chunks are in,
+   *     while its readahead still arrives here
+   * @param tocs opening layers' TOCs, several at once
+   * @param loaders runtime-image lookups and streams
+   * @param prefetch prefetching, one layer after another, never part of mounting
+   * @param landing kernel landing: pre-reads of arriving runtime-image content through the mounts, in order
+   * @param spares building the FUSE file systems later mounts take, while reads are quiet (one thread, which waits)
+   * @param timer delays (the background fetch after a runtime image)
+   */
+  public record Threads(ExecutorService decoders, ExecutorService transfers, ExecutorService tocs, ExecutorService loaders,
+      ExecutorService prefetch, ExecutorService landing, ExecutorService spares, ScheduledExecutorService timer) {
+    /** Daemon threads named for what they do. */
+    public static Threads create() {
+      return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
+          // Bounded by the reads that start requests (libfuse's threads); past the bound a read sends its own.
+          new java.util.concurrent.ThreadPoolExecutor(0, 64, 30, java.util.concurrent.TimeUnit.SECONDS,
+              new java.util.concurrent.SynchronousQueue<>(), daemon("flatpull-transfer")),
+          Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
+          Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
+          Executors.newSingleThreadExecutor(daemon("flatpull-landing")),
+          Executors.newSingleThreadExecutor(daemon("flatpull-spares")),
+          Executors.newSingleThreadScheduledExecutor(daemon("flatpull-timer")));
+    }
+
+    /**
+     * Interrupts every task and waits (a second per pool at most) until they have stopped, so that none still runs when
+     * the cache and the registry clients it uses are closed (a runtime-image lookup did, at a refused mount's exit).
+     */
+    void shutdown() {
+      List<ExecutorService> all = List.of(timer, spares, landing, prefetch, loaders, tocs, transfers, decoders);
+      all.forEach(ExecutorService::shutdownNow);
+      try {
+        for (ExecutorService e : all) {
+          e.awaitTermination(1, java.util.concurrent.TimeUnit.SECONDS);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  private final FlatpullConfig config;
+  private final SnapshotterSettings settings;
+  private final RuntimeImageSettings runtimeImages;
+  private final FetchStatistics fetched;
+  private final RegistryClients clients;
+  private final PageCache cache;
+  private final RemoteLayerMetrics metrics;
+  private final LongSupplier nanoTime;
+  private final InstantSource clock;
+  private final Threads threads;
+  private final ReadActivity activity;
+  /** A miss's first neighbourhood window (LayerContentReader): a few of the files that follow it. */
+  private static final long NEIGHBOURHOOD = 256L << 10;
+  private final Map<Path, Served> served = new ConcurrentHashMap<>();
+  // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
+  // another session, with its own registry client.
+  private final Map<String, ImageSession> sessions = new ConcurrentHashMap<>();
+  // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
+  private final Set<Digest> fromRuntimeImage = ConcurrentHashMap.newKeySet();
+  private final TraceRecorder recorder = new TraceRecorder();
+  private final ReadaheadKnobs knobs = new ReadaheadKnobs();
+  // The file systems the next mounts take, built ahead and while reads are quiet (see LayerFileSystem()).
+  private final Spares<LayerFileSystem> spares;
+  /**
+   * File systems kept ready: the remote layers of one cold start that find theirs built (containerd prepares an
+   * image's layers one after another; a mount that finds none builds its own, 10-35 ms).
+   */
+  static final int SPARE_FILE_SYSTEMS = 4;
+
+  /**
+   * @param fetched counts what {@code clients} fetch (the clients were made with it as their listener)
+   * @param nanoTime the monotonic clock durations are measured with
+   * @param clock the wall clock (trace ages)
+   */
+  public LayerServer(FlatpullConfig config, RegistryClients clients, FetchStatistics fetched, PageCache cache,
+      RemoteLayerMetrics metrics, LongSupplier nanoTime, InstantSource clock, Threads threads) {
+    this.config = config;
+    this.settings = config.snapshotter();
+    this.runtimeImages = config.runtimeImage();
+    this.clients = clients;
+    this.fetched = fetched;
+    this.cache = cache;
+    this.metrics = metrics;
+    this.nanoTime = nanoTime;
+    this.clock = clock;
+    this.threads = threads;
+    this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
+    this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
+  }
+
+  /** A server for {@code config} with its own registry clients, page cache and threads. */
+  public static LayerServer open(FlatpullConfig config, RemoteLayerMetrics metrics)
+      throws IOException, dev.flatpull.config.ConfigException {
+    FetchStatistics fetched = new FetchStatistics();
+    RegistryClients clients = RegistryClients.create(config, fetched);
+    PageCache cache;
+    try {
+      cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache());
+    } catch (IOException | RuntimeException e) {
+      clients.close();
+      throw e;
+    }
+    return new LayerServer(config, clients, fetched, cache, metrics, System::nanoTime, InstantSource.system(),
+        Threads.create());
+  }
+
+  /**
+   * Runs the cold path on a synthetic layer, so that a node's first remote Prepare is as fast as later ones: the
+   * service the daemon calls ({@link WarmUp#service}), then the TOC parser and read path ({@link WarmUp#run}).
+   *
+   * @param version the version the service reports
+   */
+  public void warmUp(String version) {
+    long started = nanoTime.getAsLong();
+    try {
+      // The service first: it loads gRPC's Netty classes, one of which extends ArrayList, and loading that threw away
+      // every method the JIT compiler had compiled on the premise that ArrayList has no subclass, the TOC parser's
+      // among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so that a node's first real TOC
+      // was parsed by code compiled for profiling (its TOC phase 179 ms against 120 ms for later mounts).
+      WarmUp.service(config.root().resolve("warm-up-service"), version, nanoTime, clock);
+      WarmUp.run(config.root().resolve("warm-up"), clock);
+      // The warm-up's garbage (a dozen parsed TOCs) is collected now rather than in the middle of the first real one.
+      System.gc();
+      LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (nanoTime.getAsLong() - started) / 1e6));
+    } catch (IOException e) {
+      LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
+    }
+  }
+
+  /**
+   * Mounts a layer lazily at {@code mountPoint}; an existing mount of the same layer there is kept.
+   *
+   * @param manifest the image's manifest, when the caller has it: then it must be the manifest {@code imageRef}
+   *     pins, all its layers' TOCs are opened at once and its runtime image is loaded
+   */
+  public Served mount(Path mountPoint, String imageRef, String descriptorJson, Optional<ImageManifest> manifest)
+      throws IOException {
+    Path key = mountPoint.toAbsolutePath().normalize();
+    Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
+    Served existing = served.get(key);
+    if (existing != null) {
+      if (existing.layer().digest().equals(layer.digest())) {
+        return existing;
+      }
+      throw new IOException(key + " already serves layer " + existing.layer().digest());
+    }
+    long t0 = nanoTime.getAsLong();
+    // A layer being mounted means a container is about to start reading: background fetching waits for it too.
+    activity.touch();
+    ImageReference ref = ImageReference.parse(imageRef);
+    Optional<ImageSession> session = manifest.isEmpty() ? Optional.empty() : Optional.of(session(ref, manifest.get()));
+    LazyLayer lazy = session.isPresent() ? session.get().layer(layer) : opener(ref).open(layer);
+    long t1 = nanoTime.getAsLong();
+    TraceRecorder.ReadTap tap = recorder.tap(layer.digest().toString());
+    FuseEvents events = new FuseEvents() {
+      @Override
+      public void readServed(String path, long offset, int bytes) {
+        tap.read(path, offset, bytes);
+      }
+
+      @Override
+      public void operationFailed(String operation, String path, int errno, Throwable cause) {
+        metrics.operationFailed(operation, failureCause(cause));
+      }
+    };
+    LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
+        contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
+            .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE),
+        NEIGHBOURHOOD);
+    LayerTree tree = LayerTree.of(lazy.index());
+    long t2 = nanoTime.getAsLong();
+    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key);
+    long t3 = nanoTime.getAsLong();
+    // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
+    // for it.
+    threads.tocs().execute(reader::prepare);
+    ReadaheadKnobs readahead = new ReadaheadKnobs();
+    session.ifPresent(x -> narrowWhileStarting(x, key, readahead));
+    List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
+    Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
+        session.map(x -> x.reference.toString()), readahead);
+    served.put(key, s);
+    metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
+    LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
+        + " entries, " + lazy.index().format() + "): TOC fetched and verified in " + (t1 - t0) / 1_000_000
+        + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms"
+        + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare")
+            .orElse(""));
+    return s;
+  }
+
+  /** A bounded tag for why an operation failed: the first cause in the chain that says. */
+  static String failureCause(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof dev.flatpull.core.DigestMismatchException) {
+        return "verification";
+      }
+      if (c instanceof dev.flatpull.fetcher.registry.RegistryException) {
+        return "registry";
+      }
+    }
+    return "other";
+  }
+
+  private LayerOpener opener(ImageReference ref) {
+    return new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), threads.decoders(),
+        threads.transfers());
+  }
+
+  /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */
+  private ImageSession session(ImageReference ref, ImageManifest manifest) throws IOException {
+    if (ref.digest().isPresent() && !ref.digest().get().equals(manifest.digest())) {
+      throw new IOException("the manifest given is " + manifest.digest() + ", but " + ref + " pins another");
+    }
+    ImageReference pinned = ref.withDigest(manifest.digest());
+    boolean[] created = {false};
+    ImageSession s = sessions.computeIfAbsent(pinned.toString(), d -> {
+      created[0] = true;
+      return new ImageSession(pinned, manifest, nanoTime.getAsLong(), opener(pinned), threads.tocs());
+    });
+    if (created[0]) {
+      s.openLayers();
+      if (runtimeImages.load()) {
+        threads.loaders().execute(() -> loadRuntimeImage(s));
+      } else {
+        metrics.runtimeImageLookup("disabled");
+        s.announced.complete(null);
+        s.runtimeImage.complete(false);
+      }
+    }
+    return s;
+  }
+
+  /** Looks for the image's runtime image, chooses one and streams it in; never throws, always completes. */
+  private void loadRuntimeImage(ImageSession s) {
+    Digest image = s.manifest.digest();
+    long started = nanoTime.getAsLong();
+    try {
+      RegistryClient client = clients.client(s.reference);
+      RuntimeImagePublisher publisher = new RuntimeImagePublisher(client,
+          new Referrers(client, Sleeper.SYSTEM, clock, new Random()));
+      RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), runtimeImages);
+      if (chosen.chosen().isEmpty()) {
+        metrics.runtimeImageLookup(chosen.reason().orElse("none_found"));
+        LOG.info("no runtime image for " + s.reference + ": " + chosen.detail() + "; lazy loading only");
+        return;
+      }
+      RuntimeImageArtifact artifact = chosen.chosen().get();
+      // Page mode: content arrives page by page under its own digests, found by place on the read path.
+      boolean pageMode = artifact.verify().equals(Optional.of(dev.flatpull.config.RuntimeImageSettings.Verification
+          .RUNTIME_IMAGE));
+      RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(runtimeImages.stall()),
+          new RuntimeImageStream.Delivery() {
+            @Override
+            public void delivered(Digest layer, String path, long offset, int length, Digest content) {
+              fromRuntimeImage.add(content);
+              if (runtimeImages.kernelLanding()) {
+                threads.landing().execute(() -> land(s, layer, path, offset, length));
+              }
+            }
+
+            @Override
+            public void announced() {
+              s.announced.complete(null);
+            }
+
+            @Override
+            public void planned(Digest layer, String path, long offset, int length, Digest content) {
+              if (pageMode) {
+                try {
+                  s.pagePlanned(layer, path, offset, content);
+                } catch (IOException e) {
+                  // The layer's TOC could not be had: its reads go to the lazy loader.
+                }
+              }
+            }
+          }, runtimeImages.verify());
+      RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
+      Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
+      Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
+      metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");
+      metrics.runtimeImageStreamed(o, took, age);
+      String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
+          + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
+          + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
+          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "");
+      if (o.failure().isPresent()) {
+        LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
+      } else {
+        LOG.info(line);
+      }
+      s.runtimeImage.complete(o.delivered() + o.reused() > 0);
+    } catch (RuntimeImageMismatchException e) {
+      fellBack(s, "mismatch", e);
+    } catch (RuntimeImageFormatException e) {
+      fellBack(s, "malformed", e);
+    } catch (Exception e) {
+      // Exception, not IOException and RuntimeException: the HTTP client is Kotlin and may throw checked exceptions
+      // it does not declare (an interrupt at shutdown); this task must end quietly whatever it met.
+      fellBack(s, "lookup_failed", e);
+    } finally {
+      s.announced.complete(null);
+      s.runtimeImage.complete(false);
+    }
+  }
+
+  /**
+   * Kernel landing: reads arriving content through its layer's mount, so that it lands in the kernel's page cache
+   * (FUSE {@code kernel_cache}; an overlay on the mount reads the same pages) before the service asks for it. Content
+   * of a layer not mounted yet is left to the service's own reads.
+   */
+  private void land(ImageSession s, Digest layer, String path, long offset, int length) {
+    Optional<Served> at = served.values().stream()
+        .filter(x -> x.image().equals(Optional.of(s.reference.toString())) && x.layer().digest().equals(layer))
+        .findFirst();
+    if (at.isEmpty()) {
+      return;
+    }
+    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(
+        at.get().mountPoint().resolve(path.startsWith("/") ? path.substring(1) : path))) {
+      java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(length);
+      while (b.hasRemaining() && f.read(b, offset + b.position()) > 0) {
+        // Until the extent is read or the file ends.
+      }
+    } catch (IOException e) {
+      // An optimisation only: the service's own read gets the content from the page cache.
+    }
+  }
+
+  private void fellBack(ImageSession s, String reason, Exception e) {
+    metrics.runtimeImageLookup(reason);
+    LOG.warning("not using a runtime image for " + s.reference + " (" + reason + "): " + e.getMessage()
+        + "; lazy loading only");
+  }
+
+  /**
+   * Waits for the image's runtime image to reserve what it will bring: one stall at most, for the whole image (once
+   * a read gave up waiting, later reads do not wait, so a stream held back costs a start one stall, not one per read).
+   */
+  private void awaitAnnounced(ImageSession s) throws java.io.InterruptedIOException {
+    if (s.announced.isDone() || s.announcementLate) {
+      return;
+    }
+    try {
+      s.announced.get(runtimeImages.stall().toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("interrupted waiting for the runtime image's index");
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      s.announcementLate = true;
+    }
+  }
+
+  /**
+   * Narrows the mount's readahead, as recording did, while the image may be starting from a runtime image: until the
+   * lookup finds none, else for the start-up window.
+   */
+  private void narrowWhileStarting(ImageSession s, Path mountPoint, ReadaheadKnobs readahead) {
+    if (!runtimeImages.load()) {
+      return;
+    }
+    List<String> notes = readahead.narrowReadahead(List.of(mountPoint));
+    if (!notes.isEmpty()) {
+      LOG.info("start-up readahead: " + String.join("; ", notes));
+    }
+    s.runtimeImage.thenAccept(loaded -> {
+      if (loaded) {
+        threads.timer().schedule(readahead::restore, runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        readahead.restore();
+      }
+    });
+  }
+
+  /** Counts where served content came from, and the first byte of an image's start. */
+  private ContentEvents contentEvents(Optional<ImageSession> session) {
+    return (content, bytes, origin) -> {
+      boolean streamed = fromRuntimeImage.contains(content);
+      String source = switch (origin) {
+        case FETCHED -> "lazy";
+        case WAITED -> streamed ? "runtime_image" : "lazy";
+        case PRESENT -> streamed ? "runtime_image" : "cache";
+      };
+      metrics.contentServed(source, bytes);
+      session.ifPresent(s -> {
+        if (s.firstByteServed()) {
+          metrics.firstByte(Duration.ofNanos(nanoTime.getAsLong() - s.startedNanos));
+        }
+      });
+    };
+  }
+
+  /**
+   * Files containerd reads at every container's create, before the container runs: from 1.6 on, the spec it builds
+   * from the image mounts the root file system to look up {@code /etc/passwd} and {@code /etc/group}
+   * ({@code oci.WithAdditionalGIDs}). A lazy start prefetches them with the landmark's files, so that the create does
+   * not wait for them; a start from a runtime image leaves them to it (and to on-demand reads).
+   */
+  static final List<String> READ_AT_CREATE = List.of("etc/passwd", "etc/group");
+
+  /**
+   * Starts prefetching a layer: at once without a session; with one, after its runtime-image lookup, and when a
+   * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
+   * it does not compete with the start the runtime image is for.
+   */
+  private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session) {
+    List<String> prioritized = settings.prefetch() ? lazy.index().prioritized() : List.of();
+    List<String> lazyStart = new ArrayList<>(prioritized);
+    if (settings.prefetch()) {
+      lazyStart.addAll(0, READ_AT_CREATE);
+    }
+    if (!settings.prefetch() && !settings.backgroundFetch()) {
+      return List.of();
+    }
+    if (session.isEmpty()) {
+      LayerPrefetcher p = new LayerPrefetcher(lazy, cache, activity, lazyStart, settings.backgroundFetch());
+      threads.prefetch().execute(p);
+      return List.of(p);
+    }
+    LayerPrefetcher withRuntimeImage = new LayerPrefetcher(lazy, cache, activity, prioritized, false);
+    LayerPrefetcher withoutRuntimeImage = new LayerPrefetcher(lazy, cache, activity, lazyStart, false);
+    LayerPrefetcher rest = new LayerPrefetcher(lazy, cache, activity, List.of(), settings.backgroundFetch());
+    session.get().runtimeImage.thenAccept(loaded -> {
+      threads.prefetch().execute(loaded ? withRuntimeImage : withoutRuntimeImage);
+      if (!settings.backgroundFetch()) {
+        return;
+      }
+      if (loaded) {
+        threads.timer().schedule(() -> threads.prefetch().execute(rest),
+            runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        threads.prefetch().execute(rest);
+      }
+    });
+    return List.of(withRuntimeImage, withoutRuntimeImage, rest);
+  }
+
+  private static String formatName(LazyLayer lazy) {
+    return switch (lazy.index().format()) {
+      case ESTARGZ -> "estargz";
+      case ZSTD_CHUNKED -> "zstd:chunked";
+      case PLAIN -> "plain";
+    };
+  }
+
+  /** Unmounts {@code mountPoint} (lazily: open files keep working until closed). Unknown mount points are fine. */
+  public void unmount(Path mountPoint) throws IOException {
+    Path key = mountPoint.toAbsolutePath().normalize();
+    Served s = served.remove(key);
+    if (s == null) {
+      if (LayerMount.isMounted(key)) {
+        LayerMount.unmountLazily(key);
+      }
+      return;
+    }
+    s.prefetchers().forEach(LayerPrefetcher::stop);
+    s.readahead().restore();
+    s.mount().close();
+    // The image's session ends with its last served layer: a later start of it looks for its runtime image again.
+    s.image().ifPresent(d -> {
+      if (served.values().stream().noneMatch(o -> o.image().equals(Optional.of(d)))) {
+        sessions.remove(d);
+      }
+    });
+    LOG.info("unmounted " + key);
+  }
+
+  /**
+   * Starts recording the reads of every served layer, and narrows the kernel's readahead on their mounts.
+   *
+   * @return what could not be narrowed
+   */
+  public List<String> startRecording() {
+    List<String> notes = knobs.narrow(served.keySet().stream().sorted().toList());
+    recorder.start();
+    LOG.info("recording reads of " + served.size() + " layers");
+    return notes;
+  }
+
+  /** Stops recording, restores readahead, and returns the pages read per layer digest. */
+  public List<LayerTrace> stopRecording() {
+    try {
+      return List.copyOf(recorder.stop().values());
+    } finally {
+      knobs.restore();
+    }
+  }
+
+  public List<Served> served() {
+    return List.copyOf(served.values());
+  }
+
+  public FetchStatistics fetched() {
+    return fetched;
+  }
+
+  public CacheStats cacheStats() {
+    return cache.stats();
+  }
+
+  /** Empties the page cache ({@link PageCache#empty}); served layers fetch what they read next. */
+  public PageCache.Emptied emptyCache() throws IOException {
+    PageCache.Emptied e = cache.empty();
+    LOG.info("page cache emptied: " + e.diskEntries() + " entries, " + e.diskBytes() + " bytes on disk, "
+        + e.memoryEntries() + " in memory");
+    return e;
+  }
+
+  /** Unmounts every layer; for stopping deliberately. */
+  @Override
+  public void close() throws IOException {
+    for (Path p : new ArrayList<>(served.keySet())) {
+      unmount(p);
+    }
+    threads.shutdown();
+    cache.close();
+    clients.close();
+  }
+
+  private static java.util.concurrent.ThreadFactory daemon(String name) {
+    return r -> {
+      Thread t = new Thread(r, name);
+      t.setDaemon(true);
+      return t;
+    };
+  }
+}

@@ -1,0 +1,43 @@
+package dev.flatpull.manager;
+
+import dev.flatpull.runtimeimage.RuntimeImageStream;
+import java.time.Duration;
+import java.util.Optional;
+
+/**
+ * What the FUSE manager measures of cold starts, for the metrics package to export (the only user of a metrics
+ * library). Tag values are bounded: never a digest or a path. Implementations must be fast and thread-safe.
+ */
+public interface RemoteLayerMetrics {
+  RemoteLayerMetrics NONE = new RemoteLayerMetrics() {};
+
+  /** Where served content came from: {@code runtime_image}, {@code lazy} (fetched on demand) or {@code cache}. */
+  default void contentServed(String source, long bytes) {}
+
+  /**
+   * A FUSE operation of a served layer failed (the kernel got an error, the reader EIO): {@code cause} is
+   * {@code verification} (fetched bytes did not match their digest), {@code registry} (the registry could not be had)
+   * or {@code other}.
+   */
+  default void operationFailed(String operation, String cause) {}
+
+  /** One layer mounted: TOC fetched and verified, tree built, mounted. */
+  default void layerMounted(Duration toc, Duration tree, Duration mount) {}
+
+  /** The first byte a container read of an image, this long after its first layer was asked for. */
+  default void firstByte(Duration sinceMountRequested) {}
+
+  /**
+   * The runtime-image lookup of an image ended: {@code result} is {@code loaded} (it brought content, perhaps not all),
+   * or why none was used (a selection reason such as {@code none_found}, or {@code lookup_failed}, {@code malformed},
+   * {@code mismatch}, {@code stream_failed}, {@code disabled}).
+   */
+  default void runtimeImageLookup(String result) {}
+
+  /**
+   * A runtime image was streamed.
+   *
+   * @param traceAge how old its trace was, when the artifact says
+   */
+  default void runtimeImageStreamed(RuntimeImageStream.Outcome outcome, Duration took, Optional<Duration> traceAge) {}
+}

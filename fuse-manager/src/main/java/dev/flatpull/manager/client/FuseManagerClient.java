@@ -1,0 +1,162 @@
+package dev.flatpull.manager.client;
+
+import dev.flatpull.manager.api.v1.FuseManagerGrpc;
+import dev.flatpull.manager.api.v1.MountLayerRequest;
+import dev.flatpull.manager.api.v1.MountLayerResponse;
+import dev.flatpull.manager.api.v1.StatusRequest;
+import dev.flatpull.manager.api.v1.StatusResponse;
+import dev.flatpull.manager.api.v1.UnmountLayerRequest;
+import dev.flatpull.endpoints.grpc.UnixSockets;
+import io.grpc.ManagedChannel;
+import io.grpc.StatusRuntimeException;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.logging.Logger;
+
+/**
+ * The snapshotter daemon's side of the FUSE manager: starts it when none answers on its socket, and asks it to mount
+ * and unmount layers. The manager is started in its own session, so that it survives the daemon being stopped, killed
+ * or upgraded; only a deliberate {@code SIGTERM} to the manager itself unmounts the layers.
+ */
+public final class FuseManagerClient implements AutoCloseable {
+  private static final Logger LOG = Logger.getLogger(FuseManagerClient.class.getName());
+  private final Path socket;
+  private final List<String> command;
+  private final Path log;
+  private ManagedChannel channel;
+
+  /**
+   * @param command the command that runs a manager serving {@code socket} (started under {@code setsid})
+   * @param log where the manager's output goes (appended)
+   */
+  public FuseManagerClient(Path socket, List<String> command, Path log) {
+    this.socket = socket;
+    this.command = List.copyOf(command);
+    this.log = log;
+  }
+
+  /** Starts a manager unless one answers already; returns once one answers. */
+  public synchronized StatusResponse ensureRunning() throws IOException {
+    try {
+      return status(2);
+    } catch (IOException notRunning) {
+      LOG.info("starting the FUSE manager: " + notRunning.getMessage());
+    }
+    Files.createDirectories(log.toAbsolutePath().getParent());
+    List<String> full = new java.util.ArrayList<>();
+    full.add("setsid");
+    full.addAll(command);
+    Process p = new ProcessBuilder(full).redirectErrorStream(true)
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+        .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    IOException last = null;
+    while (System.nanoTime() < deadline) {
+      if (!p.isAlive() && p.exitValue() != 0) {
+        throw new IOException("the FUSE manager exited with status " + p.exitValue() + "; see " + log);
+      }
+      try {
+        StatusResponse s = status(2);
+        LOG.info("FUSE manager " + s.getPid() + " is serving " + socket);
+        return s;
+      } catch (IOException e) {
+        last = e;
+      }
+      try {
+        Thread.sleep(200);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new InterruptedIOException("interrupted waiting for the FUSE manager");
+      }
+    }
+    throw new IOException("the FUSE manager did not answer on " + socket + " within 60 s; see " + log, last);
+  }
+
+  public StatusResponse status(int timeoutSeconds) throws IOException {
+    try {
+      return stub(timeoutSeconds).status(StatusRequest.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      throw failure("status", e);
+    }
+  }
+
+  /**
+   * Mounts a layer.
+   *
+   * @param manifest the image's manifest, when known (then the manager opens all its layers' TOCs at once and loads
+   *     its runtime image)
+   */
+  public MountLayerResponse mount(Path mountPoint, String imageRef, String descriptorJson,
+      java.util.Optional<dev.flatpull.fetcher.oci.ImageManifest> manifest) throws IOException {
+    try {
+      MountLayerRequest.Builder b = MountLayerRequest.newBuilder().setMountPoint(mountPoint.toString())
+          .setImageRef(imageRef).setLayerDescriptorJson(descriptorJson);
+      manifest.ifPresent(m -> b.setImageManifest(com.google.protobuf.ByteString.copyFrom(m.raw()))
+          .setImageManifestMediaType(m.mediaType()));
+      return stub(600).mount(b.build());
+    } catch (StatusRuntimeException e) {
+      throw failure("mount", e);
+    }
+  }
+
+  public void unmount(Path mountPoint) throws IOException {
+    try {
+      stub(60).unmount(UnmountLayerRequest.newBuilder().setMountPoint(mountPoint.toString()).build());
+    } catch (StatusRuntimeException e) {
+      throw failure("unmount", e);
+    }
+  }
+
+  /** Starts recording reads of every served layer; returns the knobs that could not be narrowed. */
+  public List<String> startRecording() throws IOException {
+    try {
+      return stub(30).startRecording(
+          dev.flatpull.manager.api.v1.StartRecordingRequest.getDefaultInstance()).getNotesList();
+    } catch (StatusRuntimeException e) {
+      throw failure("start recording", e);
+    }
+  }
+
+  /** Stops recording and returns the pages read per layer. */
+  public List<dev.flatpull.trace.LayerTrace> stopRecording() throws IOException {
+    try {
+      return dev.flatpull.trace.TraceFile.layersFromJson(stub(60).stopRecording(
+          dev.flatpull.manager.api.v1.StopRecordingRequest.getDefaultInstance()).getLayersJson());
+    } catch (StatusRuntimeException e) {
+      throw failure("stop recording", e);
+    }
+  }
+
+  /** Empties the manager's page cache; returns what it removed. */
+  public dev.flatpull.manager.api.v1.EmptyCacheResponse emptyCache() throws IOException {
+    try {
+      return stub(120).emptyCache(dev.flatpull.manager.api.v1.EmptyCacheRequest.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      throw failure("empty cache", e);
+    }
+  }
+
+  private synchronized FuseManagerGrpc.FuseManagerBlockingStub stub(int timeoutSeconds) {
+    if (channel == null) {
+      channel = UnixSockets.connect(socket);
+    }
+    return FuseManagerGrpc.newBlockingStub(channel).withDeadlineAfter(timeoutSeconds, TimeUnit.SECONDS);
+  }
+
+  private IOException failure(String what, StatusRuntimeException e) {
+    return new IOException("FUSE manager " + what + ": " + e.getStatus().getCode() + ": "
+        + e.getStatus().getDescription(), e);
+  }
+
+  @Override
+  public synchronized void close() {
+    if (channel != null) {
+      channel.shutdownNow();
+      channel = null;
+    }
+  }
+}
