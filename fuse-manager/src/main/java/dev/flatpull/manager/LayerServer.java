@@ -11,10 +11,7 @@ import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchStatistics;
-import dev.flatpull.fetcher.registry.Referrers;
-import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.fuse.ContentEvents;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
@@ -27,13 +24,6 @@ import dev.flatpull.fuse.PendingProducers;
 import dev.flatpull.fuse.ReadActivity;
 import dev.flatpull.pagecache.CacheStats;
 import dev.flatpull.pagecache.PageCache;
-import dev.flatpull.pagecache.ProducerProgress;
-import dev.flatpull.runtimeimage.RuntimeImageArtifact;
-import dev.flatpull.runtimeimage.RuntimeImageFormatException;
-import dev.flatpull.runtimeimage.RuntimeImageMismatchException;
-import dev.flatpull.runtimeimage.RuntimeImagePublisher;
-import dev.flatpull.runtimeimage.RuntimeImageSelection;
-import dev.flatpull.runtimeimage.RuntimeImageStream;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.TraceRecorder;
 import java.io.IOException;
@@ -44,8 +34,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Random;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -130,8 +118,7 @@ public final class LayerServer implements AutoCloseable {
   // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
   // another session, with its own registry client.
   private final Map<String, ImageSession> sessions = new ConcurrentHashMap<>();
-  // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
-  private final Set<Digest> fromRuntimeImage = ConcurrentHashMap.newKeySet();
+  private final RuntimeImageLoading runtimeImageLoading;
   private final TraceRecorder recorder = new TraceRecorder();
   private final ReadaheadKnobs knobs = new ReadaheadKnobs();
   // The file systems the next mounts take, built ahead and while reads are quiet (see LayerFileSystem()).
@@ -161,6 +148,8 @@ public final class LayerServer implements AutoCloseable {
     this.threads = threads;
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
     this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
+    this.runtimeImageLoading = new RuntimeImageLoading(clients, cache, runtimeImages, metrics, nanoTime, clock,
+        threads, this::mountPointOf);
   }
 
   /** A server for {@code config} with its own registry clients, page cache and threads. */
@@ -239,7 +228,7 @@ public final class LayerServer implements AutoCloseable {
       }
     };
     LayerContentReader reader = new LayerContentReader(lazy, cache, LayerContentReader.DEFAULT_READAHEAD, activity,
-        contentEvents(session), session.<PendingProducers>map(x -> () -> awaitAnnounced(x))
+        contentEvents(session), session.<PendingProducers>map(x -> () -> runtimeImageLoading.awaitAnnounced(x))
             .orElse(PendingProducers.NONE), session.map(x -> x.pagesOf(layer.digest())).orElse(PageSource.NONE),
         NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
@@ -250,7 +239,7 @@ public final class LayerServer implements AutoCloseable {
     // for it.
     threads.tocs().execute(reader::prepare);
     ReadaheadKnobs readahead = new ReadaheadKnobs();
-    session.ifPresent(x -> narrowWhileStarting(x, key, readahead));
+    session.ifPresent(x -> runtimeImageLoading.narrowWhileStarting(x, key, readahead));
     List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
         session.map(x -> x.reference.toString()), readahead);
@@ -295,162 +284,22 @@ public final class LayerServer implements AutoCloseable {
     });
     if (created[0]) {
       s.openLayers();
-      if (runtimeImages.load()) {
-        threads.loaders().execute(() -> loadRuntimeImage(s));
-      } else {
-        metrics.runtimeImageLookup("disabled");
-        s.announced.complete(null);
-        s.runtimeImage.complete(false);
-      }
+      runtimeImageLoading.start(s);
     }
     return s;
   }
 
-  /** Looks for the image's runtime image, chooses one and streams it in; never throws, always completes. */
-  private void loadRuntimeImage(ImageSession s) {
-    Digest image = s.manifest.digest();
-    long started = nanoTime.getAsLong();
-    try {
-      RegistryClient client = clients.client(s.reference);
-      RuntimeImagePublisher publisher = new RuntimeImagePublisher(client,
-          new Referrers(client, Sleeper.SYSTEM, clock, new Random()));
-      RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), runtimeImages);
-      if (chosen.chosen().isEmpty()) {
-        metrics.runtimeImageLookup(chosen.reason().orElse("none_found"));
-        LOG.info("no runtime image for " + s.reference + ": " + chosen.detail() + "; lazy loading only");
-        return;
-      }
-      RuntimeImageArtifact artifact = chosen.chosen().get();
-      // Page mode: content arrives page by page under its own digests, found by place on the read path.
-      boolean pageMode = artifact.verify().equals(Optional.of(dev.flatpull.config.RuntimeImageSettings.Verification
-          .RUNTIME_IMAGE));
-      RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(runtimeImages.stall()),
-          new RuntimeImageStream.Delivery() {
-            @Override
-            public void delivered(Digest layer, String path, long offset, int length, Digest content) {
-              fromRuntimeImage.add(content);
-              if (runtimeImages.kernelLanding()) {
-                threads.landing().execute(() -> land(s, layer, path, offset, length));
-              }
-            }
-
-            @Override
-            public void announced() {
-              s.announced.complete(null);
-            }
-
-            @Override
-            public void planned(Digest layer, String path, long offset, int length, Digest content) {
-              if (pageMode) {
-                try {
-                  s.pagePlanned(layer, path, offset, content);
-                } catch (IOException e) {
-                  // The layer's TOC could not be had: its reads go to the lazy loader.
-                }
-              }
-            }
-          }, runtimeImages.verify());
-      RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
-      Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
-      Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
-      metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");
-      metrics.runtimeImageStreamed(o, took, age);
-      String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
-          + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
-          + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
-          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "");
-      if (o.failure().isPresent()) {
-        LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
-      } else {
-        LOG.info(line);
-      }
-      s.runtimeImage.complete(o.delivered() + o.reused() > 0);
-    } catch (RuntimeImageMismatchException e) {
-      fellBack(s, "mismatch", e);
-    } catch (RuntimeImageFormatException e) {
-      fellBack(s, "malformed", e);
-    } catch (Exception e) {
-      // Exception, not IOException and RuntimeException: the HTTP client is Kotlin and may throw checked exceptions
-      // it does not declare (an interrupt at shutdown); this task must end quietly whatever it met.
-      fellBack(s, "lookup_failed", e);
-    } finally {
-      s.announced.complete(null);
-      s.runtimeImage.complete(false);
-    }
-  }
-
-  /**
-   * Kernel landing: reads arriving content through its layer's mount, so that it lands in the kernel's page cache
-   * (FUSE {@code kernel_cache}; an overlay on the mount reads the same pages) before the service asks for it. Content
-   * of a layer not mounted yet is left to the service's own reads.
-   */
-  private void land(ImageSession s, Digest layer, String path, long offset, int length) {
-    Optional<Served> at = served.values().stream()
-        .filter(x -> x.image().equals(Optional.of(s.reference.toString())) && x.layer().digest().equals(layer))
-        .findFirst();
-    if (at.isEmpty()) {
-      return;
-    }
-    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(
-        at.get().mountPoint().resolve(path.startsWith("/") ? path.substring(1) : path))) {
-      java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(length);
-      while (b.hasRemaining() && f.read(b, offset + b.position()) > 0) {
-        // Until the extent is read or the file ends.
-      }
-    } catch (IOException e) {
-      // An optimisation only: the service's own read gets the content from the page cache.
-    }
-  }
-
-  private void fellBack(ImageSession s, String reason, Exception e) {
-    metrics.runtimeImageLookup(reason);
-    LOG.warning("not using a runtime image for " + s.reference + " (" + reason + "): " + e.getMessage()
-        + "; lazy loading only");
-  }
-
-  /**
-   * Waits for the image's runtime image to reserve what it will bring: one stall at most, for the whole image (once
-   * a read gave up waiting, later reads do not wait, so a stream held back costs a start one stall, not one per read).
-   */
-  private void awaitAnnounced(ImageSession s) throws java.io.InterruptedIOException {
-    if (s.announced.isDone() || s.announcementLate) {
-      return;
-    }
-    try {
-      s.announced.get(runtimeImages.stall().toMillis(), TimeUnit.MILLISECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new java.io.InterruptedIOException("interrupted waiting for the runtime image's index");
-    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
-      s.announcementLate = true;
-    }
-  }
-
-  /**
-   * Narrows the mount's readahead, as recording did, while the image may be starting from a runtime image: until the
-   * lookup finds none, else for the start-up window.
-   */
-  private void narrowWhileStarting(ImageSession s, Path mountPoint, ReadaheadKnobs readahead) {
-    if (!runtimeImages.load()) {
-      return;
-    }
-    List<String> notes = readahead.narrowReadahead(List.of(mountPoint));
-    if (!notes.isEmpty()) {
-      LOG.info("start-up readahead: " + String.join("; ", notes));
-    }
-    s.runtimeImage.thenAccept(loaded -> {
-      if (loaded) {
-        threads.timer().schedule(readahead::restore, runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
-      } else {
-        readahead.restore();
-      }
-    });
+  /** Where {@code layer} of the image of {@code session} is mounted, if it is yet. */
+  private Optional<Path> mountPointOf(ImageSession session, Digest layer) {
+    return served.values().stream()
+        .filter(x -> x.image().equals(Optional.of(session.reference.toString())) && x.layer().digest().equals(layer))
+        .map(Served::mountPoint).findFirst();
   }
 
   /** Counts where served content came from, and the first byte of an image's start. */
   private ContentEvents contentEvents(Optional<ImageSession> session) {
     return (content, bytes, origin) -> {
-      boolean streamed = fromRuntimeImage.contains(content);
+      boolean streamed = runtimeImageLoading.brought(content);
       String source = switch (origin) {
         case FETCHED -> "lazy";
         case WAITED -> streamed ? "runtime_image" : "lazy";

@@ -1,0 +1,223 @@
+package dev.flatpull.manager;
+
+import dev.flatpull.config.RuntimeImageSettings;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.registry.Referrers;
+import dev.flatpull.fetcher.registry.RegistryClient;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.RuntimeImageArtifact;
+import dev.flatpull.runtimeimage.RuntimeImageFormatException;
+import dev.flatpull.runtimeimage.RuntimeImageMismatchException;
+import dev.flatpull.runtimeimage.RuntimeImagePublisher;
+import dev.flatpull.runtimeimage.RuntimeImageSelection;
+import dev.flatpull.runtimeimage.RuntimeImageStream;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.InstantSource;
+import java.util.List;
+import java.util.Optional;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
+import java.util.logging.Logger;
+
+/**
+ * The runtime images of the FUSE manager's image sessions: at an image's first layer, looks its runtime image up,
+ * chooses one and streams it into the page cache (docs/runtime-images.md); the reads of its layers wait for what the
+ * stream announced, their readahead stays narrowed while the image starts, and content the stream brought is counted
+ * as served from it. Thread-safe.
+ */
+final class RuntimeImageLoading {
+  private static final Logger LOG = Logger.getLogger(RuntimeImageLoading.class.getName());
+
+  /** Where a layer of an image session is mounted, if it is yet (kernel landing reads through it). */
+  @FunctionalInterface
+  interface MountPoints {
+    Optional<Path> of(ImageSession session, Digest layer);
+  }
+
+  private final RegistryClients clients;
+  private final PageCache cache;
+  private final RuntimeImageSettings settings;
+  private final RemoteLayerMetrics metrics;
+  private final LongSupplier nanoTime;
+  private final InstantSource clock;
+  private final LayerServer.Threads threads;
+  private final MountPoints mountPoints;
+  // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
+  private final Set<Digest> brought = ConcurrentHashMap.newKeySet();
+
+  RuntimeImageLoading(RegistryClients clients, PageCache cache, RuntimeImageSettings settings,
+      RemoteLayerMetrics metrics, LongSupplier nanoTime, InstantSource clock, LayerServer.Threads threads,
+      MountPoints mountPoints) {
+    this.clients = clients;
+    this.cache = cache;
+    this.settings = settings;
+    this.metrics = metrics;
+    this.nanoTime = nanoTime;
+    this.clock = clock;
+    this.threads = threads;
+    this.mountPoints = mountPoints;
+  }
+
+  /** Starts loading the runtime image of a new session on the loaders' threads, or completes it at once when off. */
+  void start(ImageSession s) {
+    if (settings.load()) {
+      threads.loaders().execute(() -> load(s));
+    } else {
+      metrics.runtimeImageLookup("disabled");
+      s.announced.complete(null);
+      s.runtimeImage.complete(false);
+    }
+  }
+
+  /** Whether a runtime-image stream brought {@code content}. */
+  boolean brought(Digest content) {
+    return brought.contains(content);
+  }
+
+  /** Looks for the image's runtime image, chooses one and streams it in; never throws, always completes. */
+  private void load(ImageSession s) {
+    Digest image = s.manifest.digest();
+    long started = nanoTime.getAsLong();
+    try {
+      RegistryClient client = clients.client(s.reference);
+      RuntimeImagePublisher publisher = new RuntimeImagePublisher(client,
+          new Referrers(client, Sleeper.SYSTEM, clock, new Random()));
+      RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), settings);
+      if (chosen.chosen().isEmpty()) {
+        metrics.runtimeImageLookup(chosen.reason().orElse("none_found"));
+        LOG.info("no runtime image for " + s.reference + ": " + chosen.detail() + "; lazy loading only");
+        return;
+      }
+      RuntimeImageArtifact artifact = chosen.chosen().get();
+      // Page mode: content arrives page by page under its own digests, found by place on the read path.
+      boolean pageMode = artifact.verify().equals(Optional.of(dev.flatpull.config.RuntimeImageSettings.Verification
+          .RUNTIME_IMAGE));
+      RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(settings.stall()),
+          new RuntimeImageStream.Delivery() {
+            @Override
+            public void delivered(Digest layer, String path, long offset, int length, Digest content) {
+              brought.add(content);
+              if (settings.kernelLanding()) {
+                threads.landing().execute(() -> land(s, layer, path, offset, length));
+              }
+            }
+
+            @Override
+            public void announced() {
+              s.announced.complete(null);
+            }
+
+            @Override
+            public void planned(Digest layer, String path, long offset, int length, Digest content) {
+              if (pageMode) {
+                try {
+                  s.pagePlanned(layer, path, offset, content);
+                } catch (IOException e) {
+                  // The layer's TOC could not be had: its reads go to the lazy loader.
+                }
+              }
+            }
+          }, settings.verify());
+      RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
+      Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
+      Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
+      metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");
+      metrics.runtimeImageStreamed(o, took, age);
+      String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
+          + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
+          + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
+          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "");
+      if (o.failure().isPresent()) {
+        LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
+      } else {
+        LOG.info(line);
+      }
+      s.runtimeImage.complete(o.delivered() + o.reused() > 0);
+    } catch (RuntimeImageMismatchException e) {
+      fellBack(s, "mismatch", e);
+    } catch (RuntimeImageFormatException e) {
+      fellBack(s, "malformed", e);
+    } catch (Exception e) {
+      // Exception, not IOException and RuntimeException: the HTTP client is Kotlin and may throw checked exceptions
+      // it does not declare (an interrupt at shutdown); this task must end quietly whatever it met.
+      fellBack(s, "lookup_failed", e);
+    } finally {
+      s.announced.complete(null);
+      s.runtimeImage.complete(false);
+    }
+  }
+
+  /**
+   * Kernel landing: reads arriving content through its layer's mount, so that it lands in the kernel's page cache
+   * (FUSE {@code kernel_cache}; an overlay on the mount reads the same pages) before the service asks for it. Content
+   * of a layer not mounted yet is left to the service's own reads.
+   */
+  private void land(ImageSession s, Digest layer, String path, long offset, int length) {
+    Optional<Path> at = mountPoints.of(s, layer);
+    if (at.isEmpty()) {
+      return;
+    }
+    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(
+        at.get().resolve(path.startsWith("/") ? path.substring(1) : path))) {
+      java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(length);
+      while (b.hasRemaining() && f.read(b, offset + b.position()) > 0) {
+        // Until the extent is read or the file ends.
+      }
+    } catch (IOException e) {
+      // An optimisation only: the service's own read gets the content from the page cache.
+    }
+  }
+
+  private void fellBack(ImageSession s, String reason, Exception e) {
+    metrics.runtimeImageLookup(reason);
+    LOG.warning("not using a runtime image for " + s.reference + " (" + reason + "): " + e.getMessage()
+        + "; lazy loading only");
+  }
+
+  /**
+   * Waits for the image's runtime image to reserve what it will bring: one stall at most, for the whole image (once
+   * a read gave up waiting, later reads do not wait, so a stream held back costs a start one stall, not one per read).
+   */
+  void awaitAnnounced(ImageSession s) throws java.io.InterruptedIOException {
+    if (s.announced.isDone() || s.announcementLate) {
+      return;
+    }
+    try {
+      s.announced.get(settings.stall().toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("interrupted waiting for the runtime image's index");
+    } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      s.announcementLate = true;
+    }
+  }
+
+  /**
+   * Narrows the mount's readahead, as recording did, while the image may be starting from a runtime image: until the
+   * lookup finds none, else for the start-up window.
+   */
+  void narrowWhileStarting(ImageSession s, Path mountPoint, ReadaheadKnobs readahead) {
+    if (!settings.load()) {
+      return;
+    }
+    List<String> notes = readahead.narrowReadahead(List.of(mountPoint));
+    if (!notes.isEmpty()) {
+      LOG.info("start-up readahead: " + String.join("; ", notes));
+    }
+    s.runtimeImage.thenAccept(loaded -> {
+      if (loaded) {
+        threads.timer().schedule(readahead::restore, settings.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        readahead.restore();
+      }
+    });
+  }
+}

@@ -1,0 +1,106 @@
+package dev.flatpull.manager;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageManifest;
+import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FetchStatistics;
+import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.pagecache.PageCache;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.InstantSource;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** An image session's runtime image, without a registry that has one: what a session is told when none comes. */
+class RuntimeImageLoadingTest {
+  @TempDir Path dir;
+  private final Lookups metrics = new Lookups();
+  private final LayerServer.Threads threads = LayerServer.Threads.create();
+  private RegistryClients clients;
+  private PageCache cache;
+
+  private static final class Lookups implements RemoteLayerMetrics {
+    final List<String> results = new CopyOnWriteArrayList<>();
+
+    @Override
+    public void runtimeImageLookup(String result) {
+      results.add(result);
+    }
+  }
+
+  @AfterEach
+  void close() throws Exception {
+    threads.shutdown();
+    if (clients != null) {
+      clients.close();
+    }
+    if (cache != null) {
+      cache.close();
+    }
+  }
+
+  private RuntimeImageLoading loading(String toml) throws Exception {
+    FlatpullConfig config = FlatpullConfig.parse("test.toml", toml);
+    clients = RegistryClients.create(config, new FetchStatistics());
+    cache = PageCache.open(dir.resolve("cache"), config.cache());
+    return new RuntimeImageLoading(clients, cache, config.runtimeImage(), metrics, System::nanoTime,
+        InstantSource.system(), threads, (session, layer) -> Optional.empty());
+  }
+
+  /** A session of an image on a registry nothing listens at (its layers are never opened here). */
+  private static ImageSession session() {
+    byte[] raw = "{}".getBytes(StandardCharsets.UTF_8);
+    Digest digest = Digest.sha256(raw);
+    Descriptor config = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(new byte[0]), 0, Map.of(),
+        Optional.empty(), Optional.empty());
+    ImageManifest manifest = new ImageManifest(MediaTypes.OCI_MANIFEST, digest, raw, config, List.of(), Map.of(),
+        Optional.empty(), Optional.empty());
+    return new ImageSession(ImageReference.parse("127.0.0.1:1/app@" + digest), manifest, 0, null, Runnable::run);
+  }
+
+  @Test
+  void start_withLoadingOff_completesTheSessionAtOnce_andCountsDisabled() throws Exception {
+    ImageSession s = session();
+    loading("[runtime_image]\nload = false\n").start(s);
+    assertTrue(s.announced.isDone());
+    assertFalse(s.runtimeImage.getNow(true));
+    assertEquals(List.of("disabled"), metrics.results);
+  }
+
+  /** The lookup fails (nothing listens): the session goes on without a runtime image, and the reason is counted. */
+  @Test
+  void start_whenTheLookupFails_completesTheSessionWithoutARuntimeImage_andCountsIt() throws Exception {
+    ImageSession s = session();
+    loading("[registry]\nplain_http = true\nmax_attempts = 1\nconnect_timeout = \"1s\"\n").start(s);
+    assertFalse(s.runtimeImage.get(30, TimeUnit.SECONDS));
+    assertTrue(s.announced.isDone());
+    assertEquals(List.of("lookup_failed"), metrics.results);
+  }
+
+  /** A stream that never announces costs the image one stall: after it, reads no longer wait for it. */
+  @Test
+  void awaitAnnounced_waitsOneStallForTheWholeImage() throws Exception {
+    RuntimeImageLoading loading = loading("[runtime_image]\nstall = \"20ms\"\n");
+    ImageSession late = session();
+    loading.awaitAnnounced(late);
+    assertTrue(late.announcementLate, "the first read waited the stall out");
+    ImageSession announced = session();
+    announced.announced.complete(null);
+    loading.awaitAnnounced(announced);
+    assertFalse(announced.announcementLate);
+  }
+}
