@@ -169,29 +169,6 @@ public final class LayerServer implements AutoCloseable {
   }
 
   /**
-   * Runs the cold path on a synthetic layer, so that a node's first remote Prepare is as fast as later ones: the
-   * service the daemon calls ({@link WarmUp#service}), then the TOC parser and read path ({@link WarmUp#run}).
-   *
-   * @param version the version the service reports
-   */
-  public void warmUp(String version) {
-    long started = nanoTime.getAsLong();
-    try {
-      // The service first: it loads gRPC's Netty classes, one of which extends ArrayList, and loading that threw away
-      // every method the JIT compiler had compiled on the premise that ArrayList has no subclass, the TOC parser's
-      // among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so that a node's first real TOC
-      // was parsed by code compiled for profiling (its TOC phase 179 ms against 120 ms for later mounts).
-      WarmUp.service(config.root().resolve("warm-up-service"), version, nanoTime, clock);
-      WarmUp.run(config.root().resolve("warm-up"), clock);
-      // The warm-up's garbage (a dozen parsed TOCs) is collected now rather than in the middle of the first real one.
-      System.gc();
-      LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (nanoTime.getAsLong() - started) / 1e6));
-    } catch (IOException e) {
-      LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
-    }
-  }
-
-  /**
    * Mounts a layer lazily at {@code mountPoint}; an existing mount of the same layer there is kept.
    *
    * @param manifest the image's manifest, when the caller has it: then it must be the manifest {@code imageRef}

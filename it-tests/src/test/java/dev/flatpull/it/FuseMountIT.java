@@ -104,7 +104,7 @@ class FuseMountIT {
   @Test
   void warmUp_runsTheWholeColdPathThroughARealMount_andLeavesNothingBehind() throws Exception {
     Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("w");
-    dev.flatpull.manager.WarmUp.run(dir, java.time.InstantSource.system()); // throws when any step fails
+    dev.flatpull.snapshotter.warmup.WarmUp.run(dir, java.time.InstantSource.system()); // throws when any step fails
     assertFalse(Files.exists(dir));
     assertEquals(List.of(), dev.flatpull.core.MountTable.under(dir));
     Files.delete(dir.getParent());
@@ -114,7 +114,7 @@ class FuseMountIT {
   @Test
   void warmUpOfTheService_mountsReadsAndUnmountsThroughTheRealService_andLeavesNothingBehind() throws Exception {
     Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("s");
-    dev.flatpull.manager.WarmUp.service(dir, "test", System::nanoTime, java.time.InstantSource.system());
+    dev.flatpull.snapshotter.warmup.WarmUp.service(dir, "test", System::nanoTime, java.time.InstantSource.system());
     assertFalse(Files.exists(dir));
     assertEquals(List.of(), dev.flatpull.core.MountTable.under(dir));
     Files.delete(dir.getParent());

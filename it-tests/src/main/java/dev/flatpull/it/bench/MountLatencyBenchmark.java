@@ -45,7 +45,7 @@ public final class MountLatencyBenchmark {
       try (PageCache cache = PageCache.open(dir.resolve("cache"), CacheSettings.DEFAULTS)) {
         if (args.length > 0 && args[0].equals("warm")) {
           long w = System.nanoTime();
-          dev.flatpull.manager.WarmUp.run(dir.resolve("warm-up"), java.time.InstantSource.system());
+          dev.flatpull.snapshotter.warmup.WarmUp.run(dir.resolve("warm-up"), java.time.InstantSource.system());
           System.out.printf(Locale.ROOT, "warm-up: %.1f ms%n", (System.nanoTime() - w) / 1e6);
         }
         for (int i = 0; i < 5; i++) {

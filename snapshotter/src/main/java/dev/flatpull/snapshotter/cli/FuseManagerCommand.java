@@ -6,6 +6,7 @@ import dev.flatpull.endpoints.metrics.Meters;
 import dev.flatpull.endpoints.metrics.MetricsServer;
 import dev.flatpull.manager.FuseManagerServer;
 import dev.flatpull.manager.LayerServer;
+import dev.flatpull.snapshotter.warmup.WarmUp;
 import java.io.IOException;
 import java.util.Optional;
 import java.util.concurrent.Callable;
@@ -14,7 +15,8 @@ import picocli.CommandLine.Mixin;
 
 /**
  * {@code flatpull fuse-manager}: the process that serves remote layers; started by {@code flatpull serve}. The
- * process's composition root: its layer server, warm-up, meters and metrics endpoint are bound here.
+ * process's composition root: its layer server, warm-up ({@link WarmUp#beforeServing}), meters and metrics endpoint
+ * are bound here.
  */
 @Command(name = "fuse-manager", hidden = true, mixinStandardHelpOptions = true,
     description = {"Serve lazily pulled layers over FUSE for the snapshotter daemon, on [snapshotter]",
@@ -32,9 +34,7 @@ final class FuseManagerCommand implements Callable<Integer> {
     Optional<MetricsServer> endpoint = Optional.empty();
     FuseManagerServer server;
     try {
-      if (config.snapshotter().warmUp()) {
-        layers.warmUp(FlatpullCommand.VERSION);
-      }
+      WarmUp.beforeServing(config, FlatpullCommand.VERSION);
       managerMeters.bind(layers);
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));

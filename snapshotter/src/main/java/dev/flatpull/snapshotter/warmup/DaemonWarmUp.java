@@ -10,7 +10,7 @@ import dev.flatpull.snapshotter.overlay.SnapshotterMetrics;
 import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.snapshotter.remote.RegistryRemoteLayers;
 import dev.flatpull.snapshotter.remote.RemoteLabels;
-import dev.flatpull.manager.WarmUp;
+import dev.flatpull.snapshotter.warmup.WarmUp;
 import dev.flatpull.snapshotter.store.RemoteSource;
 import java.io.IOException;
 import java.nio.file.Path;

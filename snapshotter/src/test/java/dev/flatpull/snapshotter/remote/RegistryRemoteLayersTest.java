@@ -1,7 +1,7 @@
 package dev.flatpull.snapshotter.remote;
 
-import dev.flatpull.manager.LoopbackRegistry;
-import dev.flatpull.manager.WarmUp;
+import dev.flatpull.snapshotter.warmup.LoopbackRegistry;
+import dev.flatpull.snapshotter.warmup.WarmUp;
 import dev.flatpull.manager.client.FuseManagerClient;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;

@@ -1,4 +1,4 @@
-package dev.flatpull.manager;
+package dev.flatpull.snapshotter.warmup;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;

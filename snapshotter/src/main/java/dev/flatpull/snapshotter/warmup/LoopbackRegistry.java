@@ -1,4 +1,4 @@
-package dev.flatpull.manager;
+package dev.flatpull.snapshotter.warmup;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;

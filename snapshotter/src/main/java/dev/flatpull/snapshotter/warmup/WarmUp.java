@@ -1,5 +1,8 @@
-package dev.flatpull.manager;
+package dev.flatpull.snapshotter.warmup;
 
+import dev.flatpull.manager.FuseManagerService;
+import dev.flatpull.manager.LayerServer;
+import dev.flatpull.manager.RemoteLayerMetrics;
 import dev.flatpull.manager.client.FuseManagerClient;
 import com.fasterxml.jackson.core.util.DefaultIndenter;
 import com.fasterxml.jackson.core.util.DefaultPrettyPrinter;
@@ -65,6 +68,7 @@ import java.util.Random;
 import java.util.function.LongSupplier;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.GZIPOutputStream;
+import java.util.logging.Logger;
 
 /**
  * Runs a remote layer's whole cold path once on a synthetic image, so that a node's first remote Prepare is as fast as
@@ -79,13 +83,17 @@ import java.util.zip.GZIPOutputStream;
  */
 
 public final class WarmUp {
+  private static final Logger LOG = Logger.getLogger(WarmUp.class.getName());
+  // A generated layer, shaped after no particular image: enough entries of every kind for the JIT compiler to see
+  // each of the parser's and tree builder's paths thousands of times.
   private static final int FILES = 4000;
-  // Files of four chunks each: a real TOC (Debian + python3 at 16 KiB chunks: 8,350 files, 5.5 MB of JSON) is mostly
-  // chunk entries, whose parsing stays slow until compiled.
+  // Files of several chunks each: a lazily pulled layer's TOC is mostly chunk entries, whose parsing stays slow until
+  // compiled.
   private static final int LARGE_FILES = 300;
-  // Parsing is what needs many rounds before the JIT compiler has finished with it: the python layer's TOC parsed in
-  // 870 ms the first time, 200-300 ms after 3 rounds, 65 ms after 15.
-  private static final int PARSE_ROUNDS = 12;
+  // Parsing is what needs many rounds before the JIT compiler has finished with it: rounds go on until one is no
+  // faster than the best before it (the code is compiled), between these bounds.
+  private static final int MIN_PARSE_ROUNDS = 3;
+  private static final int MAX_PARSE_ROUNDS = 20;
   private static final int MOUNT_ROUNDS = 3;
   public static final String REPOSITORY = "flatpull/warm-up";
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -101,6 +109,31 @@ public final class WarmUp {
               .withObjectFieldValueSpacing(Separators.Spacing.AFTER)));
 
   private WarmUp() {}
+
+  /**
+   * The FUSE manager's warm-up before it serves, when {@code [snapshotter] warm_up} asks for it: the service the
+   * daemon calls ({@link #service}), then the TOC parser and read path ({@link #run}), under {@code ROOT}; a failure
+   * is logged, never fatal (the first remote Prepare is then slower).
+   *
+   * @param version the version the service reports
+   */
+  public static void beforeServing(FlatpullConfig config, String version) {
+    if (!config.snapshotter().warmUp()) {
+      return;
+    }
+    long started = System.nanoTime();
+    try {
+      // The service first: it loads gRPC's Netty classes, one of which extends ArrayList, and loading that threw away
+      // every method the JIT compiler had compiled on the premise that ArrayList has no subclass, the TOC parser's
+      // among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so that a node's first real
+      // TOC was parsed by code compiled for profiling.
+      service(config.root().resolve("warm-up-service"), version, System::nanoTime, InstantSource.system());
+      run(config.root().resolve("warm-up"), InstantSource.system());
+      LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (System.nanoTime() - started) / 1e6));
+    } catch (IOException e) {
+      LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
+    }
+  }
 
   /**
    * The FUSE manager's cold path: resolve, the runtime-image lookup, TOCs of both formats, tree, mount, reads.
@@ -132,16 +165,23 @@ public final class WarmUp {
           }
         }
         List<Layer> parsed = new ArrayList<>(blobs);
-        // A real layer's offsets run to 8 and 9 digits (the python image's blob is 127 MB): digit counts the parser
-        // never saw threw its compiled number parsing away at the first real TOC.
+        // A layer of tens or hundreds of megabytes has offsets of 8 and 9 digits: digit counts the parser never saw
+        // threw its compiled number parsing away at the first real TOC.
         parsed.add(shifted(blobs.get(0), 10_000_000L));
         parsed.add(shifted(blobs.get(0), 100_000_000L));
-        for (int round = 0; round < PARSE_ROUNDS; round++) {
+        long best = Long.MAX_VALUE;
+        for (int round = 0; round < MAX_PARSE_ROUNDS; round++) {
+          long started = System.nanoTime();
           for (Layer l : parsed) {
             LayerTree.of(l.descriptor().mediaType().equals(MediaTypes.OCI_LAYER_GZIP)
                 ? EstargzToc.read(l.descriptor(), l.reader(), config.limits())
                 : ZstdChunkedToc.read(l.descriptor(), l.reader(), config.limits()));
           }
+          long took = System.nanoTime() - started;
+          if (round >= MIN_PARSE_ROUNDS && took >= best) {
+            break;
+          }
+          best = Math.min(best, took);
         }
         // Mounted more than once: the first real mount after a single one still took 1.4x a later one (tree and
         // mount, 37 ms against 27 ms, in the cold-start benchmark).
@@ -351,8 +391,9 @@ public final class WarmUp {
   /**
    * A layer as varied as a distribution's: directories, symbolic and hard links, a device, extended attributes,
    * several owners, modes and modification times, long names. The parser's compiled code is only as good as the
-   * profile it was compiled with: on a warm-up of regular files alone, the first real TOC (Debian + python3) threw the
-   * compiled parser, tree builder and JSON name lookup away and ran interpreted again (424 ms against 100-170 later).
+   * profile it was compiled with: on a warm-up of regular files alone, the first real TOC threw the compiled parser,
+   * tree builder and JSON name lookup away and ran interpreted again (424 ms against 100-170 later, measured on a
+   * Debian layer).
    */
   private static Path tar(Path dir, int files, int largeFiles) throws IOException {
     Path tar = dir.resolve("warm-up-" + files + ".tar");
@@ -384,7 +425,7 @@ public final class WarmUp {
         String name = tarName(i);
         if (i % 10 == 9) {
           entry(out, new TarHeader(name, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(i), "f" + (i - 1)
-              + ".py", 0, 0, Map.of()), new byte[0]);
+              + ".conf", 0, 0, Map.of()), new byte[0]);
         } else if (i % 50 == 48) {
           // To the file before it (never a link: i - 1 ends in 7).
           entry(out, new TarHeader(name, TarHeader.HARDLINK, 0, 0644, 0, 0, "root", "root", time(i),
@@ -424,7 +465,7 @@ public final class WarmUp {
 
   private static String name(int i) {
     return "usr/lib/warm/" + (i % 40) + "/" + (i % 3 == 0 ? "lib-with-a-longer-name-" : "f") + i
-        + (i % 5 == 0 ? ".cpython-311-x86_64-linux-gnu.so" : ".py");
+        + (i % 5 == 0 ? ".x86_64-linux-gnu.so.1" : i % 5 == 1 ? "" : ".conf");
   }
 
   /** Times across a century, leap days and all: a real layer's dates ran date code the warm-up had not. */
