@@ -53,16 +53,28 @@ public final class FuseManagerClient implements AutoCloseable {
     Process p = new ProcessBuilder(full).redirectErrorStream(true)
         .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
         .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    StatusResponse s = await(java.time.Duration.ofSeconds(60), java.util.Optional.of(p));
+    LOG.info("FUSE manager " + s.getPid() + " is serving " + socket);
+    return s;
+  }
+
+  /**
+   * Waits until a manager answers, for at most {@code timeout}; starts none. For commands that need the manager the
+   * daemon starts ({@code flatpull serve} starts it in the background as it begins to serve).
+   */
+  public StatusResponse awaitServing(java.time.Duration timeout) throws IOException {
+    return await(timeout, java.util.Optional.empty());
+  }
+
+  private StatusResponse await(java.time.Duration timeout, java.util.Optional<Process> starting) throws IOException {
+    long deadline = System.nanoTime() + timeout.toNanos();
     IOException last = null;
-    while (System.nanoTime() < deadline) {
-      if (!p.isAlive() && p.exitValue() != 0) {
-        throw new IOException("the FUSE manager exited with status " + p.exitValue() + "; see " + log);
+    do {
+      if (starting.isPresent() && !starting.get().isAlive() && starting.get().exitValue() != 0) {
+        throw new IOException("the FUSE manager exited with status " + starting.get().exitValue() + "; see " + log);
       }
       try {
-        StatusResponse s = status(2);
-        LOG.info("FUSE manager " + s.getPid() + " is serving " + socket);
-        return s;
+        return status(2);
       } catch (IOException e) {
         last = e;
       }
@@ -72,8 +84,9 @@ public final class FuseManagerClient implements AutoCloseable {
         Thread.currentThread().interrupt();
         throw new InterruptedIOException("interrupted waiting for the FUSE manager");
       }
-    }
-    throw new IOException("the FUSE manager did not answer on " + socket + " within 60 s; see " + log, last);
+    } while (System.nanoTime() < deadline);
+    throw new IOException("the FUSE manager did not answer on " + socket + " within " + timeout.toSeconds()
+        + " s; see " + log, last);
   }
 
   public StatusResponse status(int timeoutSeconds) throws IOException {

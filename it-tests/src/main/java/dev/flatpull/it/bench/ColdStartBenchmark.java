@@ -40,7 +40,9 @@ import java.util.Optional;
  * Modes: {@code overlayfs} (containerd's own full pull of the gzip image), {@code lazy} (flatpull's default
  * configuration, no runtime image looked for), {@code lazy-nobg} (the same with background fetch off), {@code
  * runtime-image} (flatpull's default configuration starting from the service's runtime image, recorded and pushed
- * before anything is timed), {@code runtime-image-landing} (the same with kernel landing), {@code warm} (a second
+ * before anything is timed), {@code runtime-image-landing} (the same with kernel landing), {@code lazy-nowarmup}
+ * and {@code runtime-image-nowarmup} ({@code lazy} and {@code runtime-image} with {@code [snapshotter] warm_up =
+ * false}: what the processes' warm-ups buy a node's first start), {@code warm} (a second
  * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
  * warm-overlayfs} and {@code warm-flatpull}), {@code stargz} (stargz-snapshotter 0.12's daemon, when {@code --stargz}
  * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
@@ -62,8 +64,8 @@ import java.util.Optional;
 public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
-  private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-baseline", "runtime-image",
-      "runtime-image-landing", "stargz");
+  private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
+      "runtime-image", "runtime-image-landing", "runtime-image-nowarmup", "stargz");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt");
 
@@ -341,6 +343,10 @@ public final class ColdStartBenchmark {
           "[runtime_image]\nload = false\n");
       case "runtime-image", "runtime-image-landing" -> d = FlatpullDaemon.start(metrics, true,
           "[runtime_image]\nkernel_landing = " + mode.equals("runtime-image-landing") + "\n");
+      // The same without the processes' warm-ups ([snapshotter] warm_up = false): what the warm-up buys a start.
+      case "lazy-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true,
+          "[runtime_image]\nload = false\n");
+      case "runtime-image-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true, "");
       case "lazy-baseline" -> {
         // The daemon and its FUSE manager run from that tree's jar, with its defaults but for runtime images, which
         // the registry holds for these images: the tree must know [runtime_image] load (any build since runtime

@@ -112,7 +112,8 @@ final class RecordCommand implements Callable<Integer> {
     Path file = out != null ? out : Path.of("trace-" + service.key().substring(7, 19) + ".fptrace");
     try (FuseManagerClient manager = new FuseManagerClient(config.snapshotter().fuseManagerSocket(), List.of(),
         config.root().resolve("fuse-manager.log"))) {
-      manager.status(5); // fails clearly when flatpull serve (and its manager) is not running
+      // flatpull serve starts its manager as it begins to serve; this fails clearly when neither runs.
+      manager.awaitServing(java.time.Duration.ofSeconds(30));
       ServiceRecorder.Result r = new ServiceRecorder(manager, System.err).record(new ServiceRecorder.Plan(
           reference, layers, parsed, Durations.parse("--probe-interval", interval),
           Durations.parse("--probe-timeout", timeout), runs, containerd, namespace, snapshotter, config.registry().plainHttp(),
