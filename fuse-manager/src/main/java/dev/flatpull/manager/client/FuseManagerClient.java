@@ -41,6 +41,7 @@ public final class FuseManagerClient implements AutoCloseable {
 
   /** Starts a manager unless one answers already; returns once one answers. */
   public synchronized StatusResponse ensureRunning() throws IOException {
+    reconnectNow();
     try {
       return status(2);
     } catch (IOException notRunning) {
@@ -77,6 +78,7 @@ public final class FuseManagerClient implements AutoCloseable {
         return status(2);
       } catch (IOException e) {
         last = e;
+        reconnectNow();
       }
       try {
         Thread.sleep(200);
@@ -150,6 +152,17 @@ public final class FuseManagerClient implements AutoCloseable {
       return stub(120).emptyCache(dev.flatpull.manager.api.v1.EmptyCacheRequest.getDefaultInstance());
     } catch (StatusRuntimeException e) {
       throw failure("empty cache", e);
+    }
+  }
+
+  /**
+   * After a failed connection gRPC waits before it tries again (1 s, then 1.6 s, 2.6 s, ...), failing calls at once
+   * meanwhile: a manager that came up in that time was answered only seconds later (the first Prepare after a node's
+   * start waited 1.5-4 s for it), and a status check in that time took a running manager for a dead one.
+   */
+  private synchronized void reconnectNow() {
+    if (channel != null) {
+      channel.resetConnectBackoff();
     }
   }
 
