@@ -95,16 +95,6 @@ public final class LayerMount implements AutoCloseable {
   private static final long MOUNT_TIMEOUT_SECONDS = 30;
 
   /**
-   * Mounts {@code fs} the way jnr-fuse does itself, as flatpull did before {@link FuseSession}: libfuse's own loop on
-   * its native threads, ready after jnr-fuse's fixed two seconds. Kept to measure against (bin/benchmark-mount-latency);
-   * closing the result unmounts.
-   */
-  public static AutoCloseable mountOnLibfuseThreads(LayerFileSystem fs, Path mountPoint) {
-    fs.mount(mountPoint, false, false, new String[] {"-o", "ro,allow_other,default_permissions"});
-    return fs::umount;
-  }
-
-  /**
    * Unmounts a mount point whose FUSE server died ("Transport endpoint is not connected"). A dead server's mount root
    * may still answer stat, so the check lists the directory.
    */

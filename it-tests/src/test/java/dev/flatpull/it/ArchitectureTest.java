@@ -31,6 +31,14 @@ class ArchitectureTest {
     slices().matching("dev.flatpull.(**)").should().beFreeOfCycles().check(classes);
   }
 
+  /** Production code knows nothing of the tests' harness or the benchmarks (which live in their own modules). */
+  @Test
+  void production_knowsNothingOfTheHarnessOrTheBenchmarks() {
+    noClasses().that().resideOutsideOfPackage("dev.flatpull.it..")
+        .should().dependOnClassesThat().resideInAPackage("dev.flatpull.it..")
+        .check(classes);
+  }
+
   @Test
   void core_dependsOnTheJdkOnly() {
     noClasses().that().resideInAPackage("dev.flatpull.core..")
@@ -110,7 +118,8 @@ class ArchitectureTest {
 
   @Test
   void jnrFuse_livesOnlyInTheFuseAdapter() {
-    noClasses().that().resideOutsideOfPackage("dev.flatpull.fuse..")
+    // The benchmarks keep jnr-fuse's own mount (libfuse's loop on its native threads) as a baseline to measure against.
+    noClasses().that().resideOutsideOfPackages("dev.flatpull.fuse..", "dev.flatpull.it.bench..")
         .should().dependOnClassesThat().resideInAnyPackage("ru.serce.jnrfuse..", "jnr.ffi..")
         .check(classes);
   }

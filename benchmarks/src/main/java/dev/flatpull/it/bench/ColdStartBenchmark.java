@@ -95,7 +95,7 @@ public final class ColdStartBenchmark {
     List<String> formats = List.of("flatpull", "ctr-remote");
     int runs = 3;
     Path stargz = null;
-    Path out = Path.of("it-tests/target/coldstart");
+    Path out = Path.of("benchmarks/target/coldstart");
     String baselineRoot = null;
     boolean check = false;
     int optimizeLevel = 9;

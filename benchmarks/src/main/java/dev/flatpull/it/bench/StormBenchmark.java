@@ -79,7 +79,7 @@ public final class StormBenchmark {
     List<String> modes = List.of("lazy", "runtime-image");
     String link = "20ms/200mbit";
     String lanLink = "1ms/1gbit";
-    Path out = Path.of("it-tests/target/storm");
+    Path out = Path.of("benchmarks/target/storm");
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--nodes" -> nodes = List.of(args[++i].split(",")).stream().map(Integer::parseInt).toList();
