@@ -69,7 +69,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
     OverlaySnapshotter snapshotter = null;
     try {
       snapshotter = OverlaySnapshotter.open(config.root(),
-          new RegistryRemoteLayers(clients, platform, manager, nanoTime), OverlaySnapshotter.Removal.STAGED, metrics,
+          new RegistryRemoteLayers(clients, platform, manager, nanoTime), metrics,
           OverlaySnapshotter.Environment.of(nanoTime, clock));
       SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter);
       Optional<MetricsServer> endpoint = Optional.empty();

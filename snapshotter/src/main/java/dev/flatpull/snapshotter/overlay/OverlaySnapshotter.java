@@ -57,7 +57,10 @@ public final class OverlaySnapshotter implements AutoCloseable {
    *
    * @param nanoTime the monotonic clock a remote Prepare's timeline and a deletion's duration are measured with
    * @param clock the wall clock of the snapshots' creation and update times
-   * @param deleter where staged removals are deleted, outside the lock; the snapshotter owns it and shuts it down
+   * @param deleter where staged removals are deleted: a removal hands its staged directory over under the lock (which
+   *     takes microseconds) and the deleter's thread deletes it outside; an executor that runs tasks on the calling
+   *     thread deletes under the lock instead, as most snapshotters do (bin/benchmark-removal's baseline). The
+   *     snapshotter owns it and shuts it down.
    */
   public record Environment(LongSupplier nanoTime, InstantSource clock, ExecutorService deleter) {
     /** {@code nanoTime} and {@code clock}, and a deletion thread of its own. */
@@ -75,20 +78,11 @@ public final class OverlaySnapshotter implements AutoCloseable {
     }
   }
 
-  /** When removed snapshots' files are deleted. */
-  public enum Removal {
-    /** Renamed away under the lock, deleted after it is released (the default). */
-    STAGED,
-    /** Deleted while the lock is held, as most snapshotters do; only to measure against. */
-    IN_LOCK
-  }
-
   private final Path root;
   private final Path snapshots;
   private final Path remoteDir;
   private final MetadataStore store;
   private final RemoteLayers remote;
-  private final Removal removal;
   private final SnapshotterMetrics metrics;
   private final RemovalStaging staging;
   private final FileChannel rootLockChannel;
@@ -100,8 +94,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
   private final ExecutorService deleter;
   private final LongSupplier nanoTime;
 
-  private OverlaySnapshotter(Path root, MetadataStore store, RemoteLayers remote, Removal removal,
-      SnapshotterMetrics metrics, RemovalStaging staging, FileChannel rootLockChannel, FileLock rootLock,
+  private OverlaySnapshotter(Path root, MetadataStore store, RemoteLayers remote, SnapshotterMetrics metrics,
+      RemovalStaging staging, FileChannel rootLockChannel, FileLock rootLock,
       boolean crashPoints, Environment env) {
     this.crashPoints = crashPoints;
     this.deleter = env.deleter();
@@ -111,7 +105,6 @@ public final class OverlaySnapshotter implements AutoCloseable {
     this.remoteDir = root.resolve("remote");
     this.store = store;
     this.remote = remote;
-    this.removal = removal;
     this.metrics = metrics;
     this.staging = staging;
     this.rootLockChannel = rootLockChannel;
@@ -123,9 +116,9 @@ public final class OverlaySnapshotter implements AutoCloseable {
    * a dead process left, removes directories and mounts that no snapshot references, and mounts again every remote
    * snapshot whose layer is not served.
    */
-  public static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics,
-      Environment env) throws IOException {
-    return open(root, remote, removal, metrics, true, env);
+  public static OverlaySnapshotter open(Path root, RemoteLayers remote, SnapshotterMetrics metrics, Environment env)
+      throws IOException {
+    return open(root, remote, metrics, true, env);
   }
 
   /**
@@ -134,10 +127,10 @@ public final class OverlaySnapshotter implements AutoCloseable {
    */
   public static OverlaySnapshotter openThrowaway(Path root, RemoteLayers remote, SnapshotterMetrics metrics,
       Environment env) throws IOException {
-    return open(root, remote, Removal.STAGED, metrics, false, env);
+    return open(root, remote, metrics, false, env);
   }
 
-  private static OverlaySnapshotter open(Path root, RemoteLayers remote, Removal removal, SnapshotterMetrics metrics,
+  private static OverlaySnapshotter open(Path root, RemoteLayers remote, SnapshotterMetrics metrics,
       boolean crashPoints, Environment env) throws IOException {
     Files.createDirectories(root);
     FileChannel ch = FileChannel.open(root.resolve("lock"), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
@@ -158,7 +151,7 @@ public final class OverlaySnapshotter implements AutoCloseable {
       RemovalStaging.sweepAbandoned(root.resolve("staging"));
       MetadataStore store = MetadataStore.open(root.resolve("metadata.db"), env.clock());
       RemovalStaging staging = RemovalStaging.open(root.resolve("staging"));
-      OverlaySnapshotter s = new OverlaySnapshotter(root, store, remote, removal, metrics, staging, ch, rootLock,
+      OverlaySnapshotter s = new OverlaySnapshotter(root, store, remote, metrics, staging, ch, rootLock,
           crashPoints, env);
       s.removeOrphans();
       s.remountRemote();
@@ -351,11 +344,12 @@ public final class OverlaySnapshotter implements AutoCloseable {
   }
 
   /**
-   * Remove: the metadata goes first, under the lock, then the directory is renamed into the staging directory; its
-   * contents are deleted after the lock is released, so listing and preparing never wait for a large deletion.
+   * Remove: the metadata goes first, under the lock, then the directory is renamed into the staging directory and handed
+   * to the deleter; its contents are deleted on the deleter's thread, after the lock is released, so listing and
+   * preparing never wait for a large deletion.
    */
   public void remove(String key) throws SnapshotException, IOException {
-    Optional<Path> staged = locked(() -> {
+    locked(() -> {
       Snapshot s = store.write(tx -> {
         Snapshot found = tx.get(key);
         if (tx.hasChildren(found)) {
@@ -372,15 +366,11 @@ public final class OverlaySnapshotter implements AutoCloseable {
       }
       Optional<Path> moved = staging.stage(dir);
       reach(CrashPoint.REMOVE_STAGED);
-      if (removal == Removal.IN_LOCK && moved.isPresent()) {
-        deleteNow(moved.get());
-        return Optional.<Path>empty();
-      }
-      return moved;
-    });
-    staged.ifPresent(p -> {
-      metrics.deletionStarted();
-      deleter.execute(() -> deleteStaged(p));
+      moved.ifPresent(p -> {
+        metrics.deletionStarted();
+        deleter.execute(() -> deleteStaged(p));
+      });
+      return null;
     });
   }
 
@@ -390,16 +380,6 @@ public final class OverlaySnapshotter implements AutoCloseable {
       DirectoryTrees.delete(p);
     } catch (IOException e) {
       LOG.log(Level.WARNING, "deleting " + p + " failed; the next start retries", e);
-    } finally {
-      metrics.deletionFinished(nanoTime.getAsLong() - t0);
-    }
-  }
-
-  private void deleteNow(Path p) throws IOException {
-    metrics.deletionStarted();
-    long t0 = nanoTime.getAsLong();
-    try {
-      DirectoryTrees.delete(p);
     } finally {
       metrics.deletionFinished(nanoTime.getAsLong() - t0);
     }

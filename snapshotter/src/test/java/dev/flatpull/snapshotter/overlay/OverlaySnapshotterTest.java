@@ -57,7 +57,7 @@ class OverlaySnapshotterTest {
   }
 
   private OverlaySnapshotter open(RemoteLayers remote, SnapshotterMetrics metrics) throws IOException {
-    return OverlaySnapshotter.open(root, remote, OverlaySnapshotter.Removal.STAGED, metrics,
+    return OverlaySnapshotter.open(root, remote, metrics,
         OverlaySnapshotter.Environment.system());
   }
 
@@ -69,7 +69,7 @@ class OverlaySnapshotterTest {
   void snapshotTimes_comeFromTheInjectedClock() throws Exception {
     AtomicReference<Instant> now = new AtomicReference<>(Instant.parse("2020-02-03T04:05:06.007Z"));
     InstantSource clock = now::get;
-    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE, OverlaySnapshotter.Removal.STAGED,
+    try (OverlaySnapshotter s = OverlaySnapshotter.open(root, RemoteLayers.NONE,
         new SnapshotterCounters(), OverlaySnapshotter.Environment.of(System::nanoTime, clock))) {
       s.prepare("a", "", Map.of());
       assertEquals(now.get(), s.stat("a").created());

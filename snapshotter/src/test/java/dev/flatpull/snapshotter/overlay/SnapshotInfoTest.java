@@ -42,7 +42,7 @@ class SnapshotInfoTest {
 
   private OverlaySnapshotter open(Path at) throws Exception {
     InstantSource clock = now::get;
-    return OverlaySnapshotter.open(at, remote, OverlaySnapshotter.Removal.STAGED, new SnapshotterCounters(),
+    return OverlaySnapshotter.open(at, remote, new SnapshotterCounters(),
         OverlaySnapshotter.Environment.of(System::nanoTime, clock));
   }
 
