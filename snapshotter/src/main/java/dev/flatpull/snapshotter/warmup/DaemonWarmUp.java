@@ -17,7 +17,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.logging.Logger;
 
 /**
  * Runs the daemon's part of a cold pull before it serves: containerd's calls around a remote Prepare
@@ -28,7 +27,6 @@ import java.util.logging.Logger;
  * the way back (measured in the cold-start benchmark, 2 ms link).
  */
 public final class DaemonWarmUp {
-  private static final Logger LOG = Logger.getLogger(DaemonWarmUp.class.getName());
   // Enough for every class on the path to be loaded and linked and the interpreter's call sites resolved; not for the
   // JIT compiler, which this short path does not need as the TOC parser does.
   private static final int ROUNDS = 4;
@@ -41,17 +39,8 @@ public final class DaemonWarmUp {
    * slower).
    */
   public static void beforeServing(FlatpullConfig config, Platform platform) {
-    if (!config.snapshotter().warmUp()) {
-      return;
-    }
-    long started = System.nanoTime();
-    try {
-      run(config.root().resolve("warm-up-daemon"), platform, OverlaySnapshotter.Environment.system());
-      LOG.info(String.format("warmed up the Snapshots API and the registry client in %.0f ms",
-          (System.nanoTime() - started) / 1e6));
-    } catch (IOException | RuntimeException e) {
-      LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
-    }
+    WarmUp.ifAskedFor(config, "the Snapshots API and the registry client", () -> run(
+        config.root().resolve("warm-up-daemon"), platform, OverlaySnapshotter.Environment.system()));
   }
 
   /** @param env the clocks of the throwaway snapshotter, and its deletion thread (shut down when it closes) */

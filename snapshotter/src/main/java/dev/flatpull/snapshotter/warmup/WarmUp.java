@@ -118,19 +118,35 @@ public final class WarmUp {
    * @param version the version the service reports
    */
   public static void beforeServing(FlatpullConfig config, String version) {
+    // The service first: it loads gRPC's Netty classes, one of which extends ArrayList, and loading that threw away
+    // every method the JIT compiler had compiled on the premise that ArrayList has no subclass, the TOC parser's
+    // among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so that a node's first real TOC
+    // was parsed by code compiled for profiling.
+    ifAskedFor(config, "the remote-layer path", () -> {
+      service(config.root().resolve("warm-up-service"), version, System::nanoTime, InstantSource.system());
+      run(config.root().resolve("warm-up"), InstantSource.system());
+    });
+  }
+
+  /** A process's warm-up. */
+  @FunctionalInterface
+  interface Steps {
+    void run() throws IOException;
+  }
+
+  /**
+   * Runs {@code steps} when {@code [snapshotter] warm_up} asks for it and logs how long they took; a failure is logged,
+   * never thrown: the process serves all the same, its first remote Prepare slower.
+   */
+  static void ifAskedFor(FlatpullConfig config, String what, Steps steps) {
     if (!config.snapshotter().warmUp()) {
       return;
     }
     long started = System.nanoTime();
     try {
-      // The service first: it loads gRPC's Netty classes, one of which extends ArrayList, and loading that threw away
-      // every method the JIT compiler had compiled on the premise that ArrayList has no subclass, the TOC parser's
-      // among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so that a node's first real
-      // TOC was parsed by code compiled for profiling.
-      service(config.root().resolve("warm-up-service"), version, System::nanoTime, InstantSource.system());
-      run(config.root().resolve("warm-up"), InstantSource.system());
-      LOG.info(String.format("warmed up the remote-layer path in %.0f ms", (System.nanoTime() - started) / 1e6));
-    } catch (IOException e) {
+      steps.run();
+      LOG.info(String.format("warmed up %s in %.0f ms", what, (System.nanoTime() - started) / 1e6));
+    } catch (IOException | RuntimeException e) {
       LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
     }
   }
