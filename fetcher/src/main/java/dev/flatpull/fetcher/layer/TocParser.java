@@ -68,10 +68,6 @@ final class TocParser {
       size = mode = uid = gid = devMajor = devMinor = offset = endOffset = chunkOffset = chunkSize = innerOffset = null;
       xattrs = null;
     }
-
-    boolean isStoredChunk() {
-      return offset != null && ("reg".equals(type) || "chunk".equals(type)) && !"zeros".equals(chunkType);
-    }
   }
 
   private TocParser() {}
@@ -81,8 +77,6 @@ final class TocParser {
     Integer version;
     boolean hasEntries;
     int entries;
-    boolean explicitEnds;
-    boolean implicitEnds;
     long[] starts = new long[1024];
     int startCount;
 
@@ -95,7 +89,7 @@ final class TocParser {
   }
 
   /** The fields the first pass needs: those that locate stored chunks. */
-  private static final java.util.Set<String> SURVEYED = java.util.Set.of("type", "offset", "endOffset", "chunkType");
+  private static final java.util.Set<String> SURVEYED = java.util.Set.of("type", "offset");
 
   /**
    * Reads one entry object (the parser is on its START_OBJECT) into {@code e}; with {@code survey}, only the
@@ -343,13 +337,9 @@ final class TocParser {
       throws IOException {
     json = held(json, heldLimit);
     Survey survey = new Survey();
-    // containers/storage's zstd:chunked gives every stored chunk an endOffset; eStargz (and stargz's zstd:chunked) do
-    // not, and a chunk then ends where the next one starts. A mix cannot be read safely.
+    // Where each stored chunk ends comes from where the next one starts (see Builder#addChunk), so the first pass
+    // gathers every start.
     EntryVisitor surveyor = (i, e) -> {
-      if (e.isStoredChunk()) {
-        survey.explicitEnds |= e.endOffset != null;
-        survey.implicitEnds |= e.endOffset == null;
-      }
       if (e.offset != null && ("reg".equals(e.type) || "chunk".equals(e.type)) && e.offset > 0) {
         survey.start(e.offset);
       }
@@ -387,10 +377,6 @@ final class TocParser {
     if (!survey.hasEntries) {
       throw new LayerFormatException(layer + ": TOC has no entries array");
     }
-    if (survey.explicitEnds && survey.implicitEnds) {
-      throw new LayerFormatException(layer + ": TOC gives endOffset for some chunks but not for others");
-    }
-    boolean explicitEnds = survey.explicitEnds;
     long[] starts = java.util.Arrays.copyOf(survey.starts, survey.startCount);
     java.util.Arrays.sort(starts);
     survey.starts = null;
@@ -399,6 +385,8 @@ final class TocParser {
     List<LayerEntry> entries = new ArrayList<>(survey.entries);
     List<LayerEntry> hardLinks = new ArrayList<>();
     List<ByteRange> stored = new ArrayList<>();
+    // Each file's frames as its entry's endOffset bounds them (containers/storage): files must not share frames.
+    List<ByteRange> frames = new ArrayList<>();
     List<String> order = new ArrayList<>();
     int[] landmarkAt = {-1};
     Builder[] current = {null};
@@ -412,11 +400,12 @@ final class TocParser {
         if (current[0] == null || !current[0].name.equals(name)) {
           throw new LayerFormatException(where + ": chunk of '" + name + "' does not follow its regular file");
         }
-        current[0].addChunk(e, where, starts, dataEnd, explicitEnds, limits, strings);
+        current[0].addChunk(e, where, starts, dataEnd, limits, strings);
         return;
       }
       if (current[0] != null) {
         add(current[0].build(layer), entries, hardLinks, stored);
+        current[0].frames().ifPresent(frames::add);
         current[0] = null;
       }
       EntryType type = EntryType.fromToc(e.type);
@@ -432,7 +421,7 @@ final class TocParser {
       Builder b = new Builder(name, type, e, where, strings);
       if (type == EntryType.REG) {
         if (b.size > 0) {
-          b.addChunk(e, where, starts, dataEnd, explicitEnds, limits, strings);
+          b.addChunk(e, where, starts, dataEnd, limits, strings);
         }
         current[0] = b;
         order.add(name);
@@ -443,6 +432,7 @@ final class TocParser {
     stream(json, layer, null, builder, limits.maxTocEntries());
     if (current[0] != null) {
       add(current[0].build(layer), entries, hardLinks, stored);
+      current[0].frames().ifPresent(frames::add);
     }
     if (!hardLinks.isEmpty()) {
       Map<String, EntryType> types = new HashMap<>();
@@ -458,6 +448,7 @@ final class TocParser {
       }
     }
     checkNoOverlap(stored, layer);
+    checkNoOverlap(frames, layer);
     List<String> prioritized = landmarkAt[0] < 0 ? List.of() : List.copyOf(order.subList(0, landmarkAt[0]));
     return new LayerIndex(format, blob, tocDigest, compression, entries, prioritized);
   }
@@ -548,6 +539,9 @@ final class TocParser {
     private final Map<String, byte[]> xattrs;
     private final Optional<Digest> fileDigest;
     private final String where;
+    // The file's stored frames [storedStart, storedEnd), when its entry gives an endOffset (containers/storage).
+    private final long storedStart;
+    private final long storedEnd;
 
     Builder(String name, EntryType type, EntryJson json, String at, Interner strings) throws LayerFormatException {
       this.name = name;
@@ -591,58 +585,93 @@ final class TocParser {
       this.modTime = json.modtime == null || json.modtime.isEmpty() ? Instant.EPOCH : strings.time(json.modtime, w);
       this.devMajor = (int) (json.devMajor == null ? 0 : json.devMajor);
       this.devMinor = (int) (json.devMinor == null ? 0 : json.devMinor);
+      if (json.endOffset != null && json.offset != null && json.endOffset <= json.offset) {
+        throw new LayerFormatException(w + " has endOffset " + json.endOffset + " not after offset " + json.offset);
+      }
+      boolean framed = type == EntryType.REG && json.endOffset != null && json.offset != null && size > 0;
+      this.storedStart = framed ? json.offset : -1;
+      this.storedEnd = framed ? json.endOffset : -1;
     }
 
-    void addChunk(EntryJson c, String at, long[] starts, long dataEnd, boolean explicitEnds, FetchLimits limits,
-        Interner strings) throws IOException {
+    /**
+     * Adds the chunk {@code c} (the file's own entry, or one of its {@code chunk} entries) and finds where its stored
+     * bytes end. Each chunk is a zstd frame or gzip member of its own, so it ends where the next stored chunk starts.
+     * containers/storage's compressor writes {@code endOffset} on a file's first entry only, where it is the end of
+     * the file's last frame: the file's chunks then end at the next start or there, whichever comes first. eStargz
+     * and stargz-snapshotter's zstd:chunked write no {@code endOffset}; the next start is then the next file's (or the
+     * TOC's). An {@code endOffset} on a chunk entry (flatpull's converter before it followed containers/storage) is
+     * taken as written, inside the file's range.
+     */
+    void addChunk(EntryJson c, String at, long[] starts, long dataEnd, FetchLimits limits, Interner strings)
+        throws IOException {
+      String w = at + " ('" + name + "')";
       long fileOffset = c.chunkOffset == null ? 0 : c.chunkOffset;
       long chunkSize = c.chunkSize == null ? 0 : c.chunkSize;
       if (fileOffset < 0 || chunkSize < 0) {
-        throw new LayerFormatException(at + " ('" + name + "') has negative chunkOffset or chunkSize");
+        throw new LayerFormatException(w + " has negative chunkOffset or chunkSize");
       }
       if (chunkSize == 0) {
         chunkSize = size - fileOffset;
       }
       if (chunkSize <= 0 || fileOffset + chunkSize > size) {
         throw new LayerFormatException(
-            at + " ('" + name + "') chunk at " + fileOffset + " of size " + chunkSize + " lies outside the file size " + size);
+            w + ": chunk at " + fileOffset + " of size " + chunkSize + " lies outside the file size " + size);
       }
       if (chunkSize > limits.maxChunkBytes()) {
-        throw new SizeLimitExceededException(at + " ('" + name + "') chunk", limits.maxChunkBytes());
+        throw new SizeLimitExceededException(w + " chunk", limits.maxChunkBytes());
       }
       long inner = c.innerOffset == null ? 0 : c.innerOffset;
+      Digest digest;
+      try {
+        digest = c.chunkDigest != null && !c.chunkDigest.isEmpty() ? strings.digest(c.chunkDigest) : null;
+      } catch (IllegalArgumentException ex) {
+        throw new LayerFormatException(w + ": " + ex.getMessage(), ex);
+      }
       if ("zeros".equals(c.chunkType)) {
+        // Produced without a fetch, so its digest is all that vouches for it: it must be that of its zero bytes.
+        if (digest == null || !digest.equals(ZeroRuns.digest(digest.algorithm(), chunkSize))) {
+          throw new LayerFormatException(w + ": zeros chunk at " + fileOffset + " has digest " + c.chunkDigest
+              + ", not that of " + chunkSize + " zero bytes");
+        }
         chunks.add(new LayerChunk(fileOffset, chunkSize, new ByteRange(0, 0), 0, null));
         return;
       }
+      if (c.chunkType != null && !c.chunkType.isEmpty()) {
+        throw new LayerFormatException(w + ": chunk at " + fileOffset + " has unknown chunkType '" + c.chunkType + "'");
+      }
       if (c.offset == null || c.offset < 0 || inner < 0) {
-        throw new LayerFormatException(at + " ('" + name + "') has a missing or negative offset");
+        throw new LayerFormatException(w + " has a missing or negative offset");
       }
       long start = c.offset;
       long end;
-      if (explicitEnds) {
-        if (c.endOffset == null || c.endOffset <= start) {
-          throw new LayerFormatException(at + " ('" + name + "') has endOffset " + c.endOffset + " not after offset " + start);
-        }
+      if (c.endOffset != null && !c.type.equals("reg")) {
         end = c.endOffset;
       } else {
         end = higher(starts, start, dataEnd);
+        if (storedEnd >= 0) {
+          end = Math.min(end, storedEnd);
+        }
       }
       if (start >= dataEnd || end > dataEnd) {
         throw new LayerFormatException(
-            at + " ('" + name + "') stored range [" + start + ", " + end + ") lies outside the blob's data area [0, " + dataEnd + ")");
+            w + ": stored range [" + start + ", " + end + ") lies outside the blob's data area [0, " + dataEnd + ")");
+      }
+      if (storedEnd >= 0 && (start < storedStart || start >= storedEnd || end > storedEnd)) {
+        throw new LayerFormatException(w + ": chunk at " + fileOffset + " is stored at offset " + start
+            + ", outside its file's frames [" + storedStart + ", " + storedEnd + ")");
+      }
+      if (end <= start) {
+        throw new LayerFormatException(w + ": chunk at " + fileOffset + " has endOffset " + end + " not after offset " + start);
       }
       if (end - start > limits.maxChunkBytes() + 65536L) {
-        throw new SizeLimitExceededException(at + " ('" + name + "') stored chunk", limits.maxChunkBytes());
-      }
-      String digestText = c.chunkDigest;
-      Digest digest;
-      try {
-        digest = digestText != null && !digestText.isEmpty() ? strings.digest(digestText) : null;
-      } catch (IllegalArgumentException ex) {
-        throw new LayerFormatException(at + " ('" + name + "'): " + ex.getMessage(), ex);
+        throw new SizeLimitExceededException(w + " stored chunk", limits.maxChunkBytes());
       }
       chunks.add(new LayerChunk(fileOffset, chunkSize, ByteRange.between(start, end), inner, digest));
+    }
+
+    /** The blob range of the file's frames, when its entry bounds them with an endOffset. */
+    Optional<ByteRange> frames() {
+      return storedEnd < 0 ? Optional.empty() : Optional.of(ByteRange.between(storedStart, storedEnd));
     }
 
     /** The least start greater than {@code offset} among the sorted {@code starts}, else {@code dataEnd}. */

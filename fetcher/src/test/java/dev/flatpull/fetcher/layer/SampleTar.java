@@ -34,6 +34,10 @@ final class SampleTar {
     files.put("usr/bin/big", bytes(r, bigFileSize));
     files.put("usr/lib/" + "very-long-directory-name-".repeat(5) + "/lib.so", bytes(r, 70_000));
     files.put("usr/share/zeros", new byte[300_000]);
+    // Data, a run of zeros long enough to be a hole, data: containers/storage stores the run as a zeros chunk.
+    byte[] holes = bytes(r, 200_000);
+    java.util.Arrays.fill(holes, 70_000, 90_000, (byte) 0);
+    files.put("usr/share/holes", holes);
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     try (TarArchiveOutputStream tar = new TarArchiveOutputStream(out)) {
       tar.setLongFileMode(TarArchiveOutputStream.LONGFILE_POSIX);
