@@ -26,10 +26,20 @@ public final class LayerIndex {
   private final LayerEntry[] ordered;
   private final int[] slots;
   private final List<String> prioritized;
+  private final Optional<Digest> tarSplitDigest;
+  private final boolean tarSplitChecked;
 
   LayerIndex(
       LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression,
       List<LayerEntry> entries, List<String> prioritized) {
+    this(format, blob, tocDigest, compression, entries, prioritized, Optional.empty(), false);
+  }
+
+  LayerIndex(
+      LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression,
+      List<LayerEntry> entries, List<String> prioritized, Optional<Digest> tarSplitDigest, boolean tarSplitChecked) {
+    this.tarSplitDigest = tarSplitDigest;
+    this.tarSplitChecked = tarSplitChecked;
     this.format = format;
     this.blob = blob;
     this.tocDigest = tocDigest;
@@ -51,6 +61,37 @@ public final class LayerIndex {
     this.ordered = kept.toArray(new LayerEntry[0]);
     this.slots = table;
     this.prioritized = List.copyOf(prioritized);
+  }
+
+  /** The same index, its TOC now known to match the layer's verified tar-split. */
+  private LayerIndex(LayerIndex checked) {
+    this.format = checked.format;
+    this.blob = checked.blob;
+    this.tocDigest = checked.tocDigest;
+    this.compression = checked.compression;
+    this.ordered = checked.ordered;
+    this.slots = checked.slots;
+    this.prioritized = checked.prioritized;
+    this.tarSplitDigest = checked.tarSplitDigest;
+    this.tarSplitChecked = true;
+  }
+
+  LayerIndex withTarSplitChecked() {
+    return new LayerIndex(this);
+  }
+
+  /** The digest a zstd:chunked TOC gives its tar-split ({@code tarSplitDigest}, containers/storage 1.54 and later). */
+  Optional<Digest> tarSplitDigest() {
+    return tarSplitDigest;
+  }
+
+  /**
+   * Whether the entries were checked against the layer's tar-split, verified by its digest (zstd:chunked with a
+   * tar-split), so that an ordinary pull of the layer unpacks the same metadata. False for eStargz and for zstd:chunked
+   * layers written without one (containers/storage before 1.47).
+   */
+  public boolean tarSplitChecked() {
+    return tarSplitChecked;
   }
 
   public LayerFormat format() {

@@ -75,6 +75,7 @@ final class TocParser {
   /** What the first pass learns. */
   private static final class Survey {
     Integer version;
+    String tarSplitDigest;
     boolean hasEntries;
     int entries;
     long[] starts = new long[1024];
@@ -211,6 +212,10 @@ final class TocParser {
                 : t == JsonToken.VALUE_NULL ? null : Integer.valueOf(-1);
           }
           p.skipChildren();
+        } else if (field.equals("tarSplitDigest")) {
+          if (top != null) {
+            top.tarSplitDigest = text(p, t, layer + ": TOC", field);
+          }
         } else if (field.equals("entries")) {
           if (t == JsonToken.VALUE_NULL) {
             continue;
@@ -450,7 +455,14 @@ final class TocParser {
     checkNoOverlap(stored, layer);
     checkNoOverlap(frames, layer);
     List<String> prioritized = landmarkAt[0] < 0 ? List.of() : List.copyOf(order.subList(0, landmarkAt[0]));
-    return new LayerIndex(format, blob, tocDigest, compression, entries, prioritized);
+    Optional<Digest> tarSplit;
+    try {
+      tarSplit = survey.tarSplitDigest == null || survey.tarSplitDigest.isEmpty() ? Optional.empty()
+          : Optional.of(Digest.parse(survey.tarSplitDigest));
+    } catch (IllegalArgumentException e) {
+      throw new LayerFormatException(layer + ": TOC tarSplitDigest: " + e.getMessage(), e);
+    }
+    return new LayerIndex(format, blob, tocDigest, compression, entries, prioritized, tarSplit, false);
   }
 
   private static void add(LayerEntry entry, List<LayerEntry> entries, List<LayerEntry> hardLinks,

@@ -45,27 +45,89 @@ public final class ZstdChunkedToc {
     if (pos.length() > limits.maxTocBytes() || pos.uncompressed() > limits.maxTocBytes()) {
       throw new SizeLimitExceededException(name + ": TOC", limits.maxTocBytes());
     }
-    byte[] compressed = blob.read(new ByteRange(pos.offset(), pos.length()));
+    Optional<Position> split = tarSplitPosition(layer, name);
+    if (split.isPresent() && (split.get().length() > limits.maxTocBytes() || split.get().uncompressed() > limits.maxTocBytes())) {
+      throw new SizeLimitExceededException(name + ": tar-split", limits.maxTocBytes());
+    }
+    // containers/storage writes the tar-split's frame right after the TOC's: one request fetches both.
+    boolean adjacent = split.isPresent() && split.get().offset() == pos.offset() + pos.length() + 8;
+    byte[] fetched = blob.read(new ByteRange(pos.offset(), adjacent ? split.get().offset() + split.get().length() - pos.offset() : pos.length()));
+    byte[] compressed = java.util.Arrays.copyOf(fetched, (int) pos.length());
     Digest actual = expected.recompute(compressed, 0, compressed.length);
     if (!actual.equals(expected)) {
       throw new DigestMismatchException(name + " TOC", expected, actual);
     }
-    byte[] json;
-    try (InputStream in =
-        new BoundedInputStream(new ZstdInputStream(new ByteArrayInputStream(compressed)), name + ": TOC", pos.uncompressed())) {
-      json = in.readAllBytes();
-    } catch (SizeLimitExceededException e) {
-      throw new LayerFormatException(name + ": TOC decompresses to more than the announced " + pos.uncompressed() + " bytes", e);
-    } catch (IOException e) {
-      throw new LayerFormatException(name + ": TOC is not a valid zstd frame: " + e.getMessage(), e);
-    }
-    if (json.length != pos.uncompressed()) {
-      throw new LayerFormatException(
-          name + ": TOC decompresses to " + json.length + " bytes, the annotation says " + pos.uncompressed());
-    }
-    return TocParser.parse(
+    byte[] json = decompress(compressed, pos.uncompressed(), name + ": TOC");
+    LayerIndex index = TocParser.parse(
         json, name, LayerFormat.ZSTD_CHUNKED, layer.digest(), Optional.of(expected), ChunkCompression.ZSTD,
         pos.offset(), limits);
+    // The tar-split is vouched for by the TOC (containers/storage 1.54 and later) or by an annotation of the manifest
+    // (1.47 to 1.53); without either it cannot be trusted and is not read, as containers/storage does.
+    Optional<Digest> splitDigest = index.tarSplitDigest();
+    if (splitDigest.isEmpty()) {
+      try {
+        splitDigest = layer.annotation(LayerFormat.ZSTD_CHUNKED_TARSPLIT_CHECKSUM).map(Digest::parse);
+      } catch (IllegalArgumentException e) {
+        throw new LayerFormatException(name + ": annotation " + LayerFormat.ZSTD_CHUNKED_TARSPLIT_CHECKSUM + ": " + e.getMessage(), e);
+      }
+    }
+    if (splitDigest.isEmpty()) {
+      return index;
+    }
+    if (split.isEmpty()) {
+      throw new LayerFormatException(name + ": the TOC names a tar-split but annotation "
+          + LayerFormat.ZSTD_CHUNKED_TARSPLIT_POSITION + " gives no position");
+    }
+    Position at = split.get();
+    byte[] splitCompressed = adjacent
+        ? java.util.Arrays.copyOfRange(fetched, (int) (at.offset() - pos.offset()), fetched.length)
+        : blob.read(new ByteRange(at.offset(), at.length()));
+    Digest splitActual = splitDigest.get().recompute(splitCompressed, 0, splitCompressed.length);
+    if (!splitActual.equals(splitDigest.get())) {
+      throw new DigestMismatchException(name + " tar-split", splitDigest.get(), splitActual);
+    }
+    byte[] lines = decompress(splitCompressed, at.uncompressed(), name + ": tar-split");
+    TarSplit.checkMatches(lines, index, name, limits);
+    return index.withTarSplitChecked();
+  }
+
+  /** Decompresses one verified zstd frame to exactly the {@code announced} length. */
+  private static byte[] decompress(byte[] compressed, long announced, String what) throws IOException {
+    byte[] out;
+    try (InputStream in =
+        new BoundedInputStream(new ZstdInputStream(new ByteArrayInputStream(compressed)), what, announced)) {
+      out = in.readAllBytes();
+    } catch (SizeLimitExceededException e) {
+      throw new LayerFormatException(what + " decompresses to more than the announced " + announced + " bytes", e);
+    } catch (IOException e) {
+      throw new LayerFormatException(what + " is not a valid zstd frame: " + e.getMessage(), e);
+    }
+    if (out.length != announced) {
+      throw new LayerFormatException(what + " decompresses to " + out.length + " bytes, the annotation says " + announced);
+    }
+    return out;
+  }
+
+  /** The tar-split's place, from {@code ...tarsplit-position} ({@code offset:length:uncompressed}), when given. */
+  static Optional<Position> tarSplitPosition(Descriptor layer, String name) throws LayerFormatException {
+    Optional<String> text = layer.annotation(LayerFormat.ZSTD_CHUNKED_TARSPLIT_POSITION);
+    if (text.isEmpty()) {
+      return Optional.empty();
+    }
+    String[] parts = text.get().split(":");
+    try {
+      if (parts.length != 3) {
+        throw new NumberFormatException();
+      }
+      Position p = new Position(Long.parseLong(parts[0]), Long.parseLong(parts[1]), Long.parseLong(parts[2]));
+      if (p.offset() < 0 || p.length() <= 0 || p.uncompressed() < 0 || p.offset() > layer.size() - p.length()) {
+        throw new LayerFormatException(
+            name + ": tar-split position " + text.get() + " lies outside the blob of " + layer.size() + " bytes");
+      }
+      return Optional.of(p);
+    } catch (NumberFormatException e) {
+      throw new LayerFormatException(name + ": tar-split position '" + text.get() + "' is not offset:length:uncompressed");
+    }
   }
 
   private static String annotation(Descriptor layer, String key, String legacyKey) {

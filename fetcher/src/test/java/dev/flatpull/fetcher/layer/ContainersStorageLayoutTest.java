@@ -16,8 +16,12 @@ import dev.flatpull.fetcher.layer.ContainersStorageWriter.Generation;
 import dev.flatpull.fetcher.layer.ContainersStorageWriter.Written;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import dev.flatpull.core.DigestMismatchException;
+import dev.flatpull.fetcher.oci.Descriptor;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
@@ -53,6 +57,7 @@ class ContainersStorageLayoutTest {
       assertArrayEquals(tar.bytes, in.readAllBytes(), "the writer's blob decompresses to its tar, as upstream's does");
     }
     LayerIndex index = index(w);
+    assertEquals(g.hasTarSplit(), index.tarSplitChecked(), "the TOC checked against the tar-split where there is one");
     LazyLayer lazy = new LazyLayer(index, counting(w.blob(), new AtomicLong()), 0);
     assertEquals(tar.items.size(), index.entries().size());
     for (SampleTar.Item item : tar.items) {
@@ -174,6 +179,44 @@ class ContainersStorageLayoutTest {
     lazy.read(hostname, 0, read, 0, read.length);
     assertEquals("flatpull\n", new String(read));
     assertTrue(served.get() < 1_000_000, served.get() + " bytes moved for the TOC and one small file");
+  }
+
+  @Test
+  void aTocThatDisagreesWithItsTarSplit_isRefused() throws Exception {
+    Written w = write(entries -> file(entries, "etc/hostname").put("mode", 04755));
+    LayerFormatException x = assertThrows(LayerFormatException.class, () -> index(w));
+    assertMessage(x, w, "etc/hostname", "TOC and tar-split disagree");
+    assertTrue(x.getMessage().contains("mode 4755 against 644"), x.getMessage());
+  }
+
+  @Test
+  void aTocEntryTheTarSplitLacks_isRefused() throws Exception {
+    Written w = write(entries -> entries.addObject().put("type", "dir").put("name", "smuggled"));
+    LayerFormatException x = assertThrows(LayerFormatException.class, () -> index(w));
+    assertMessage(x, w, "smuggled", "missing from the tar-split");
+  }
+
+  @Test
+  void aTarSplitWhoseDigestDoesNotMatch_isRefused() throws Exception {
+    Written w = ContainersStorageWriter.write(new SampleTar(3, 100_000).bytes, Generation.V1_50);
+    Map<String, String> annotations = new HashMap<>(w.descriptor().annotations());
+    annotations.put(LayerFormat.ZSTD_CHUNKED_TARSPLIT_CHECKSUM, Digest.sha256(new byte[] {7}).toString());
+    Descriptor d = new Descriptor(w.descriptor().mediaType(), w.descriptor().digest(), w.descriptor().size(), annotations);
+    DigestMismatchException x = assertThrows(DigestMismatchException.class,
+        () -> ZstdChunkedToc.read(d, counting(w.blob(), new AtomicLong()), FetchLimits.DEFAULTS));
+    assertTrue(x.getMessage().contains("tar-split"), x.getMessage());
+  }
+
+  @Test
+  void theTocAndTheTarSplit_comeInOneRequest() throws Exception {
+    Written w = ContainersStorageWriter.write(new SampleTar(3, 100_000).bytes, Generation.V1_54);
+    AtomicLong requests = new AtomicLong();
+    BlobReader r = range -> {
+      requests.incrementAndGet();
+      return java.util.Arrays.copyOfRange(w.blob(), (int) range.offset(), (int) range.end());
+    };
+    assertTrue(ZstdChunkedToc.read(w.descriptor(), r, FetchLimits.DEFAULTS).tarSplitChecked());
+    assertEquals(1, requests.get());
   }
 
   // --- edits ---
