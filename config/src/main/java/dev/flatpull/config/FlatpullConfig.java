@@ -136,7 +136,8 @@ public record FlatpullConfig(
         t.bool("background_fetch", d.backgroundFetch()),
         t.duration("background_fetch_quiet", d.backgroundFetchQuiet()),
         javaOptions(t, "fuse_manager_java_options", d.fuseManagerJavaOptions()),
-        t.bool("warm_up", d.warmUp()));
+        t.bool("warm_up", d.warmUp()),
+        t.bool("require_tar_split", d.requireTarSplit()));
     t.rejectUnknownKeys();
     return s;
   }

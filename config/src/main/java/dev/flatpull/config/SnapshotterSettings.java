@@ -27,11 +27,17 @@ import java.util.Optional;
  *     remote Prepare and containerd's calls around it, the FUSE manager its service, TOC parser and read path), so
  *     that a node's first remote Prepare is not paid in class loading and interpreted code; it delays serving by
  *     seconds (docs/configuration.md has the figures)
+ * @param requireTarSplit whether a layer is served lazily only when its TOC was checked against a tar-split verified
+ *     by its digest (zstd:chunked from containers/storage 1.47 on, and flatpull's converter), so that its files'
+ *     metadata is what an ordinary pull would unpack; containers/storage's own partial pulls refuse the others. Off by
+ *     default: Debian 12's podman, buildah and skopeo (containers/storage 1.43) write no tar-split, and eStargz has
+ *     none. A refused layer is pulled whole.
  */
 public record SnapshotterSettings(
     Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress,
     Optional<InetSocketAddress> fuseManagerMetricsAddress, boolean prefetch, boolean backgroundFetch,
-    Duration backgroundFetchQuiet, List<String> fuseManagerJavaOptions, boolean warmUp) {
+    Duration backgroundFetchQuiet, List<String> fuseManagerJavaOptions, boolean warmUp,
+    boolean requireTarSplit) {
   /**
    * A young generation large enough for a cold start: with the heap the JVM sized after the warm-up's collection
    * (about 50 MB of eden), the FUSE manager collected two or three times while a service started (pauses of 5-31 ms on
@@ -43,7 +49,7 @@ public record SnapshotterSettings(
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),
-      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS, true);
+      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS, true, false);
 
   public SnapshotterSettings {
     Objects.requireNonNull(socket);
@@ -59,6 +65,6 @@ public record SnapshotterSettings(
 
   public SnapshotterSettings withFetching(boolean prefetchLandmarks, boolean background) {
     return new SnapshotterSettings(socket, fuseManagerSocket, metricsAddress, fuseManagerMetricsAddress,
-        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions, warmUp);
+        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions, warmUp, requireTarSplit);
   }
 }

@@ -44,7 +44,8 @@ import java.util.zip.GZIPOutputStream;
  * every non-empty regular file's content starts a new gzip member or zstd frame, large files are split into chunks of
  * their own, tar headers and padding sit in members between them, and a JSON TOC records each chunk's stored offset
  * and digest. They differ in compressor, TOC fields, and trailer (eStargz: a TOC member and a 51-byte footer;
- * zstd:chunked: skippable frames holding the TOC, a tar-split, and a 72-byte footer).
+ * zstd:chunked: skippable frames holding the TOC, a tar-split, and a 72-byte footer, laid out as containers/storage
+ * 1.54 and later write them; docs/formats.md says what differs).
  *
  * <p>Files named in {@code prioritized} come first (after their parent directories), followed in eStargz by the
  * {@code .prefetch.landmark}; without prioritized files an eStargz layer starts with {@code .no.prefetch.landmark}.
@@ -59,6 +60,8 @@ public final class LazyLayerWriter {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final DateTimeFormatter RFC3339 = DateTimeFormatter.ISO_INSTANT.withZone(ZoneOffset.UTC);
   private static final byte[] LANDMARK_CONTENT = {0x0f};
+  /** containers/storage's holes threshold: the shortest run of zeros it marks as a {@code zeros} chunk. */
+  private static final long ZEROS_CHUNK_MIN = 1 << 10;
 
   private final LayerFormat format;
   private final long chunkSize;
@@ -216,7 +219,7 @@ public final class LazyLayerWriter {
       closeMember();
       whole.update(buf, 0, n);
       crc.update(buf, 0, n);
-      ranges.add(new long[] {start, raw.count, off, n});
+      ranges.add(new long[] {start, raw.count, off, n, allZero(buf, n) ? 1 : 0});
       digests.add(Digest.sha256(buf, 0, n));
     }
     tarSplitFile(h.name(), h.size(), crc.sum());
@@ -225,8 +228,10 @@ public final class LazyLayerWriter {
       long[] r = ranges.get(i);
       ObjectNode c = i == 0 ? entry : chunkEntry(h.name());
       c.put("offset", r[0]);
-      if (format == LayerFormat.ZSTD_CHUNKED) {
-        c.put("endOffset", i == 0 ? ranges.get(ranges.size() - 1)[1] : r[1]);
+      // containers/storage: endOffset on the file's entry only (the end of its last frame), chunk fields on every
+      // entry of a file of several chunks, and a chunk of at least 1 KiB of zeros marked as such.
+      if (format == LayerFormat.ZSTD_CHUNKED && i == 0) {
+        c.put("endOffset", ranges.get(ranges.size() - 1)[1]);
       }
       if (i > 0) {
         c.put("chunkOffset", r[2]);
@@ -235,6 +240,9 @@ public final class LazyLayerWriter {
         c.put("chunkSize", r[3]);
       }
       c.put("chunkDigest", digests.get(i).toString());
+      if (format == LayerFormat.ZSTD_CHUNKED && ranges.size() > 1 && r[4] == 1 && r[3] >= ZEROS_CHUNK_MIN) {
+        c.put("chunkType", "zeros");
+      }
       if (i > 0) {
         tocEntries.add(c);
       } else {
@@ -246,6 +254,15 @@ public final class LazyLayerWriter {
     if (pad > 0) {
       writeSegment(new byte[pad]);
     }
+  }
+
+  private static boolean allZero(byte[] b, int n) {
+    for (int i = 0; i < n; i++) {
+      if (b[i] != 0) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private ObjectNode tocEntry(TarHeader h) {
@@ -375,10 +392,13 @@ public final class LazyLayerWriter {
     segment.reset();
   }
 
-  private byte[] toc() throws IOException {
+  private byte[] toc(Digest tarSplitDigest) throws IOException {
     ObjectNode root = JSON.createObjectNode();
     root.put("version", 1);
     root.set("entries", tocEntries);
+    if (tarSplitDigest != null) {
+      root.put("tarSplitDigest", tarSplitDigest.toString());
+    }
     return JSON.writeValueAsBytes(root);
   }
 
@@ -386,7 +406,7 @@ public final class LazyLayerWriter {
 
   private ConvertedLayer finishEstargz(Path out) throws IOException {
     closeMember();
-    byte[] json = toc();
+    byte[] json = toc(null);
     long tocOffset = raw.count;
     ByteArrayOutputStream tocTar = new ByteArrayOutputStream(json.length + 2048);
     TarWriter.writeHeader(tocTar, TarHeader.regular(EstargzToc.TOC_NAME, json.length, 0644, java.time.Instant.EPOCH));
@@ -411,11 +431,11 @@ public final class LazyLayerWriter {
     writeSegment(end);
     closeMember();
     flushSegment();
-    byte[] json = toc();
-    byte[] manifest = Zstd.compress(json, level);
-    long manifestOffset = skippable(manifest);
     byte[] split = tarSplit.toByteArray();
     byte[] splitCompressed = Zstd.compress(split, level);
+    byte[] json = toc(Digest.sha256(splitCompressed));
+    byte[] manifest = Zstd.compress(json, level);
+    long manifestOffset = skippable(manifest);
     long splitOffset = skippable(splitCompressed);
     ByteBuffer footer = ByteBuffer.allocate(ZstdChunkedToc.FOOTER_SIZE).order(ByteOrder.LITTLE_ENDIAN);
     footer.putInt(ZstdChunkedToc.SKIPPABLE_MAGIC).putInt(64);
@@ -428,7 +448,6 @@ public final class LazyLayerWriter {
     annotations.put(LayerFormat.ZSTD_CHUNKED_MANIFEST_CHECKSUM, tocDigest.toString());
     annotations.put(
         LayerFormat.ZSTD_CHUNKED_MANIFEST_POSITION, manifestOffset + ":" + manifest.length + ":" + json.length + ":1");
-    annotations.put(LayerFormat.ZSTD_CHUNKED_TARSPLIT_CHECKSUM, Digest.sha256(splitCompressed).toString());
     annotations.put(
         LayerFormat.ZSTD_CHUNKED_TARSPLIT_POSITION, splitOffset + ":" + splitCompressed.length + ":" + split.length);
     return result(out, tocDigest, annotations);

@@ -13,6 +13,7 @@ import java.nio.file.Path;
  * lazy-format layers whose TOC annotation was lost).
  */
 public final class LayerOpener {
+  private static final java.util.logging.Logger LOG = java.util.logging.Logger.getLogger(LayerOpener.class.getName());
   private final RegistryClient client;
   private final FlatpullConfig config;
   private final Path workDir;
@@ -46,8 +47,8 @@ public final class LayerOpener {
     BlobReader remote = BlobReader.of(client, layer.digest());
     long gap = config.registry().coalesceGapBytes();
     return switch (LayerFormat.of(layer)) {
-      case ESTARGZ -> new LazyLayer(EstargzToc.read(layer, remote, config.limits()), remote, gap, decoder, transfers);
-      case ZSTD_CHUNKED -> new LazyLayer(ZstdChunkedToc.read(layer, remote, config.limits()), remote, gap, decoder, transfers);
+      case ESTARGZ -> new LazyLayer(trusted(EstargzToc.read(layer, remote, config.limits())), remote, gap, decoder, transfers);
+      case ZSTD_CHUNKED -> new LazyLayer(trusted(ZstdChunkedToc.read(layer, remote, config.limits())), remote, gap, decoder, transfers);
       case PLAIN -> {
         Files.createDirectories(workDir);
         Path blob = workDir.resolve(layer.digest().hex() + ".blob");
@@ -57,5 +58,27 @@ public final class LayerOpener {
         yield PlainLayerIndexer.open(layer, blob, workDir.resolve(layer.digest().hex() + ".tar"), config.limits());
       }
     };
+  }
+
+  /**
+   * A lazily read layer's index, if the trust the configuration asks for is met: with {@code require_tar_split}, only
+   * a TOC checked against a verified tar-split. A zstd:chunked layer without one is served with a warning that names
+   * it (eStargz never has one, so its layers go without).
+   */
+  private LayerIndex trusted(LayerIndex index) throws LayerFormatException {
+    if (index.tarSplitChecked()) {
+      return index;
+    }
+    String name = index.format() == LayerFormat.ESTARGZ ? "eStargz" : "zstd:chunked";
+    if (config.snapshotter().requireTarSplit()) {
+      throw new LayerFormatException(name + " layer " + index.blob() + " has no tar-split to check its TOC against,"
+          + " and [snapshotter] require_tar_split refuses to serve such a layer lazily");
+    }
+    if (index.format() == LayerFormat.ZSTD_CHUNKED) {
+      LOG.warning("zstd:chunked layer " + index.blob() + " has no verifiable tar-split (written by containers/storage"
+          + " before 1.47, as Debian 12's podman, buildah and skopeo do): its files' metadata is served on the word of"
+          + " the TOC the manifest binds, unchecked against what an ordinary pull would unpack");
+    }
+    return index;
   }
 }

@@ -329,4 +329,31 @@ class LazyLayerRoundTripTest {
     assertEquals(List.of(), layer.index(FetchLimits.DEFAULTS).prioritized());
     assertTrue(new String(layer.blob, StandardCharsets.ISO_8859_1).length() > 0);
   }
+
+  @Test
+  void zstdChunked_isWrittenAsTheCurrentContainersStorageCompressorWritesIt() throws Exception {
+    SampleTar tar = new SampleTar(5, 300_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, LayerFormat.ZSTD_CHUNKED, CHUNK, List.of(), dir);
+    var pos = ZstdChunkedToc.position(layer.descriptor, "layer");
+    byte[] manifest = java.util.Arrays.copyOfRange(layer.blob, (int) pos.offset(), (int) (pos.offset() + pos.length()));
+    var toc = new com.fasterxml.jackson.databind.ObjectMapper().readTree(com.github.luben.zstd.Zstd.decompress(
+        manifest, (int) pos.uncompressed()));
+    assertTrue(toc.path("tarSplitDigest").asText().startsWith("sha256:"), "the tar-split's digest is in the TOC");
+    assertFalse(layer.descriptor.annotations().containsKey(LayerFormat.ZSTD_CHUNKED_TARSPLIT_CHECKSUM),
+        "and no longer in an annotation");
+    assertTrue(layer.descriptor.annotations().containsKey(LayerFormat.ZSTD_CHUNKED_TARSPLIT_POSITION));
+    int zeros = 0;
+    for (var e : toc.get("entries")) {
+      String type = e.get("type").asText();
+      assertFalse(type.equals("chunk") && e.has("endOffset"), "endOffset only on a file's own entry: " + e);
+      if (type.equals("reg") && e.path("size").asLong() > 0) {
+        assertTrue(e.has("endOffset"), "a file's entry bounds its frames: " + e);
+      }
+      if (e.path("chunkType").asText().equals("zeros")) {
+        zeros++;
+      }
+    }
+    assertEquals((300_000 + CHUNK - 1) / CHUNK, zeros, "every chunk of usr/share/zeros is marked zeros");
+    assertTrue(layer.index(FetchLimits.DEFAULTS).tarSplitChecked());
+  }
 }
