@@ -217,7 +217,8 @@ public final class LayerServer implements AutoCloseable {
     threads.tocs().execute(reader::prepare);
     ReadaheadKnobs readahead = new ReadaheadKnobs();
     session.ifPresent(x -> runtimeImageLoading.narrowWhileStarting(x, key, readahead));
-    List<LayerPrefetcher> prefetchers = prefetch(lazy, session);
+    List<LayerPrefetcher> prefetchers = prefetch(lazy, session, new DiffIdCheck(lazy.index(),
+        session.map(x -> x.manifest), cache, d -> clients.client(ref).fetchBlob(d), metrics));
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
         session.map(x -> x.reference.toString()), readahead);
     served.put(key, s);
@@ -304,7 +305,7 @@ public final class LayerServer implements AutoCloseable {
    * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
    * it does not compete with the start the runtime image is for.
    */
-  private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session) {
+  private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session, DiffIdCheck whenWhole) {
     List<String> prioritized = settings.prefetch() ? lazy.index().prioritized() : List.of();
     List<String> lazyStart = new ArrayList<>(prioritized);
     if (settings.prefetch()) {
@@ -314,13 +315,15 @@ public final class LayerServer implements AutoCloseable {
       return List.of();
     }
     if (session.isEmpty()) {
-      LayerPrefetcher p = new LayerPrefetcher(lazy, cache, activity, lazyStart, settings.backgroundFetch());
+      LayerPrefetcher p = new LayerPrefetcher(lazy, cache, activity, lazyStart, settings.backgroundFetch())
+          .whenWhole(whenWhole);
       threads.prefetch().execute(p);
       return List.of(p);
     }
     LayerPrefetcher withRuntimeImage = new LayerPrefetcher(lazy, cache, activity, prioritized, false);
     LayerPrefetcher withoutRuntimeImage = new LayerPrefetcher(lazy, cache, activity, lazyStart, false);
-    LayerPrefetcher rest = new LayerPrefetcher(lazy, cache, activity, List.of(), settings.backgroundFetch());
+    LayerPrefetcher rest = new LayerPrefetcher(lazy, cache, activity, List.of(), settings.backgroundFetch())
+        .whenWhole(whenWhole);
     session.get().runtimeImage.thenAccept(loaded -> {
       threads.prefetch().execute(loaded ? withRuntimeImage : withoutRuntimeImage);
       if (!settings.backgroundFetch()) {

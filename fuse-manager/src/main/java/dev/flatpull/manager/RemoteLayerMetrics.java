@@ -40,4 +40,11 @@ public interface RemoteLayerMetrics {
    * @param traceAge how old its trace was, when the artifact says
    */
   default void runtimeImageStreamed(RuntimeImageStream.Outcome outcome, Duration took, Optional<Duration> traceAge) {}
+
+  /**
+   * A layer's content became local (background fetch) and its diff_id was checked: {@code result} is {@code match},
+   * {@code mismatch} (the config names another tar stream than the layer holds), {@code unverifiable} (no tar-split to
+   * rebuild the stream from) or {@code failed}.
+   */
+  default void diffIdChecked(String result) {}
 }

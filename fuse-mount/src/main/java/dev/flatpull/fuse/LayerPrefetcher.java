@@ -35,6 +35,7 @@ public final class LayerPrefetcher implements Runnable {
   private final AtomicBoolean stopped = new AtomicBoolean();
   private final LongAdder chunks = new LongAdder();
   private final LongAdder bytes = new LongAdder();
+  private volatile Runnable whole = () -> {};
 
   /**
    * @param prioritized files to fetch first, usually the layer's own list ({@code layer.index().prioritized()}, the
@@ -66,6 +67,9 @@ public final class LayerPrefetcher implements Runnable {
           }
         }
         fetch(rest, BACKGROUND_BATCH, true);
+        if (!stopped.get()) {
+          whole.run();
+        }
       }
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -131,6 +135,15 @@ public final class LayerPrefetcher implements Runnable {
     } finally {
       reserved.values().forEach(Reservation::abandon);
     }
+  }
+
+  /**
+   * Runs {@code then} on this prefetcher's thread once a background fetch has brought every chunk of the layer into
+   * the page cache (not after a stop or a failure).
+   */
+  public LayerPrefetcher whenWhole(Runnable then) {
+    this.whole = then;
+    return this;
   }
 
   /** Stops after the batch in flight. */

@@ -106,6 +106,18 @@ public final class PageCache implements AutoCloseable {
     return memory.getIfPresent(digest) != null || writing.containsKey(digest) || disk.contains(digest);
   }
 
+  /**
+   * Verified content of {@code digest}, as {@link #get} finds it, but neither counted as a lookup nor promoted from
+   * disk to memory: for a pass over a whole layer (its diff_id check), which must not evict what services read.
+   */
+  public Optional<byte[]> peek(Digest digest) throws IOException {
+    byte[] b = memory.getIfPresent(digest);
+    if (b == null) {
+      b = writing.get(digest);
+    }
+    return b != null ? Optional.of(b) : disk.get(digest);
+  }
+
   /** Verified content of {@code digest}, from memory or disk; empty on a miss. */
   public Optional<byte[]> get(Digest digest) throws IOException {
     Optional<byte[]> hit = lookup(digest);

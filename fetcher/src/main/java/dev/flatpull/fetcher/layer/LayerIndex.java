@@ -6,6 +6,7 @@ import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
+import java.io.IOException;
 import java.util.Optional;
 
 /**
@@ -28,6 +29,10 @@ public final class LayerIndex {
   private final List<String> prioritized;
   private final Optional<Digest> tarSplitDigest;
   private final boolean tarSplitChecked;
+  // The verified tar-split, compressed as the layer holds it (a few hundred KiB for thousands of entries): kept to
+  // rebuild the tar stream's digest once the layer's content is local.
+  private final byte[] tarSplit;
+  private final long tarSplitLength;
 
   LayerIndex(
       LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression,
@@ -40,6 +45,8 @@ public final class LayerIndex {
       List<LayerEntry> entries, List<String> prioritized, Optional<Digest> tarSplitDigest, boolean tarSplitChecked) {
     this.tarSplitDigest = tarSplitDigest;
     this.tarSplitChecked = tarSplitChecked;
+    this.tarSplit = null;
+    this.tarSplitLength = 0;
     this.format = format;
     this.blob = blob;
     this.tocDigest = tocDigest;
@@ -64,7 +71,9 @@ public final class LayerIndex {
   }
 
   /** The same index, its TOC now known to match the layer's verified tar-split. */
-  private LayerIndex(LayerIndex checked) {
+  private LayerIndex(LayerIndex checked, byte[] tarSplit, long tarSplitLength) {
+    this.tarSplit = tarSplit;
+    this.tarSplitLength = tarSplitLength;
     this.format = checked.format;
     this.blob = checked.blob;
     this.tocDigest = checked.tocDigest;
@@ -76,8 +85,22 @@ public final class LayerIndex {
     this.tarSplitChecked = true;
   }
 
-  LayerIndex withTarSplitChecked() {
-    return new LayerIndex(this);
+  /** @param tarSplit the verified tar-split's zstd frame, of {@code length} bytes decompressed */
+  LayerIndex withTarSplitChecked(byte[] tarSplit, long length) {
+    return new LayerIndex(this, tarSplit, length);
+  }
+
+  /**
+   * The digest of the layer's uncompressed tar stream (its diff_id), rebuilt from the verified tar-split and the
+   * files' content as {@code content} reads it (through the page cache, once the layer is local); empty without a
+   * tar-split, whose headers would have to be fetched.
+   */
+  public Optional<Digest> rebuiltDiffId(TarSplit.Content content) throws IOException {
+    if (tarSplit == null) {
+      return Optional.empty();
+    }
+    return Optional.of(TarSplit.rebuiltDigest(ZstdChunkedToc.decompress(tarSplit, tarSplitLength, "layer " + blob
+        + ": tar-split"), this, content));
   }
 
   /** The digest a zstd:chunked TOC gives its tar-split ({@code tarSplitDigest}, containers/storage 1.54 and later). */

@@ -55,6 +55,19 @@ public final class PlainLayerIndexer {
     return new LazyLayer(index, fileReader(tarFile), 0);
   }
 
+  /** The diff_id of a verified layer blob: the digest of its uncompressed tar stream, read to its end. */
+  public static Digest diffId(Descriptor layer, InputStream verifiedBlob, FetchLimits limits) throws IOException {
+    MessageDigest md = Digest.newMessageDigest("sha256");
+    try (InputStream in = decompressed(layer, MediaTypes.layerCompression(layer.mediaType()), verifiedBlob, limits)) {
+      byte[] buf = new byte[1 << 16];
+      int n;
+      while ((n = in.read(buf)) > 0) {
+        md.update(buf, 0, n);
+      }
+    }
+    return Digest.of("sha256", md);
+  }
+
   /** The uncompressed tar stream of a layer blob, bounded by the layer size limit (decompression bombs). */
   public static InputStream decompressed(Descriptor layer, LayerCompression compression, InputStream blob, FetchLimits limits)
       throws IOException {

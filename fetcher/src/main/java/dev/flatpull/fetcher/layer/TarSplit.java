@@ -3,6 +3,7 @@ package dev.flatpull.fetcher.layer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.flatpull.config.FetchLimits;
+import dev.flatpull.core.Digest;
 import dev.flatpull.core.SizeLimitExceededException;
 import dev.flatpull.fetcher.tar.TarReader.TarFormatException;
 import dev.flatpull.fetcher.tar.TarHeader;
@@ -13,6 +14,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.time.temporal.ChronoUnit;
 import java.util.Arrays;
 import java.util.Base64;
@@ -27,10 +29,60 @@ import java.util.Objects;
  * so before a partial pull it checks that both describe the same entries; flatpull does the same before mounting, so
  * that what a container sees is what an ordinary pull of the layer would unpack.
  */
-final class TarSplit {
+public final class TarSplit {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private TarSplit() {}
+
+  /** Reads a regular file's content (verified, from wherever it is local). */
+  @FunctionalInterface
+  public interface Content {
+    /** Up to {@code length} bytes of {@code file} at {@code offset} into {@code dst}; how many, or -1 at its end. */
+    int read(LayerEntry file, long offset, byte[] dst, int length) throws IOException;
+  }
+
+  /**
+   * The digest of the tar stream {@code lines} describes, each file's content read through {@code content} and
+   * checked to have the size the tar-split gives it: the layer's diff_id, without the layer's compressed bytes.
+   */
+  static Digest rebuiltDigest(byte[] lines, LayerIndex index, Content content) throws IOException {
+    String layer = "layer " + index.blob();
+    MessageDigest md = Digest.newMessageDigest("sha256");
+    byte[] buf = new byte[1 << 20];
+    try (BufferedReader in = new BufferedReader(
+        new InputStreamReader(new ByteArrayInputStream(lines), StandardCharsets.UTF_8))) {
+      String line;
+      while ((line = in.readLine()) != null) {
+        if (line.isBlank()) {
+          continue;
+        }
+        JsonNode n = JSON.readTree(line);
+        if (n.path("type").asInt() == 2) {
+          md.update(Base64.getDecoder().decode(Objects.requireNonNullElse(n.path("payload").textValue(), "")));
+          continue;
+        }
+        long size = n.path("size").asLong(0);
+        if (size == 0) {
+          continue;
+        }
+        String name = EntryNames.clean(n.path("name").asText(""), layer + ": tar-split");
+        LayerEntry e = index.entry(name).map(index::contentOf)
+            .orElseThrow(() -> new LayerFormatException(layer + ": tar-split file '" + name + "' is not in the TOC"));
+        if (e.size() != size) {
+          throw new LayerFormatException(layer + ": tar-split gives '" + name + "' " + size + " bytes, the TOC " + e.size());
+        }
+        for (long off = 0; off < size; ) {
+          int n2 = content.read(e, off, buf, (int) Math.min(buf.length, size - off));
+          if (n2 <= 0) {
+            throw new java.io.EOFException(layer + ": '" + name + "' ended after " + off + " of " + size + " bytes");
+          }
+          md.update(buf, 0, n2);
+          off += n2;
+        }
+      }
+    }
+    return Digest.of("sha256", md);
+  }
 
   /**
    * Checks that the tar headers in {@code lines} describe exactly the entries of {@code index}: the same names, each

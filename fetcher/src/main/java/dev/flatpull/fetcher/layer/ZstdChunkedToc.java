@@ -88,11 +88,11 @@ public final class ZstdChunkedToc {
     }
     byte[] lines = decompress(splitCompressed, at.uncompressed(), name + ": tar-split");
     TarSplit.checkMatches(lines, index, name, limits);
-    return index.withTarSplitChecked();
+    return index.withTarSplitChecked(splitCompressed, at.uncompressed());
   }
 
   /** Decompresses one verified zstd frame to exactly the {@code announced} length. */
-  private static byte[] decompress(byte[] compressed, long announced, String what) throws IOException {
+  static byte[] decompress(byte[] compressed, long announced, String what) throws IOException {
     byte[] out;
     try (InputStream in =
         new BoundedInputStream(new ZstdInputStream(new ByteArrayInputStream(compressed)), what, announced)) {

@@ -22,6 +22,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
@@ -217,6 +218,17 @@ class ContainersStorageLayoutTest {
     };
     assertTrue(ZstdChunkedToc.read(w.descriptor(), r, FetchLimits.DEFAULTS).tarSplitChecked());
     assertEquals(1, requests.get());
+  }
+
+  @ParameterizedTest
+  @EnumSource(Generation.class)
+  void theTarStreamsDigest_isRebuiltFromTheTarSplitAndTheFiles_whereThereIsATarSplit(Generation g) throws Exception {
+    SampleTar tar = new SampleTar(6, 300_000);
+    Written w = ContainersStorageWriter.write(tar.bytes, g);
+    LayerIndex index = index(w);
+    LazyLayer lazy = new LazyLayer(index, counting(w.blob(), new AtomicLong()), 0);
+    Optional<Digest> rebuilt = index.rebuiltDiffId((e, off, dst, len) -> lazy.read(e, off, dst, 0, len));
+    assertEquals(g.hasTarSplit() ? Optional.of(Digest.sha256(tar.bytes)) : Optional.empty(), rebuilt);
   }
 
   // --- edits ---

@@ -145,6 +145,13 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   }
 
   @Override
+  public void diffIdChecked(String result) {
+    Counter.builder("flatpull.layer.diff.id.checks").tag("result", result)
+        .description("Layers whose content became local and whose diff_id was checked against the image config,"
+            + " by result").register(registry).increment();
+  }
+
+  @Override
   public void runtimeImageLookup(String result) {
     lookup(LOOKUP_RESULTS.contains(result) ? result : "lookup_failed").increment();
   }

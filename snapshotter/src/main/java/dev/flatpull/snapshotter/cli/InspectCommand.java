@@ -3,7 +3,11 @@ package dev.flatpull.snapshotter.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.PlainLayerIndexer;
+import dev.flatpull.fetcher.oci.ImageConfig;
+import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.layer.ZstdChunkedToc;
@@ -14,6 +18,10 @@ import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClient.ResolvedImage;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Optional;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -39,14 +47,26 @@ final class InspectCommand implements Callable<Integer> {
   @Option(names = "--json", description = "Print JSON instead of a table.")
   boolean json;
 
+  @Option(names = "--verify", description = "Download every layer whole and check that it decompresses to the"
+      + " diff_id the image config gives it (what containerd checks when it unpacks); exit 1 on a mismatch.")
+  boolean verify;
+
   /**
    * One layer as reported. Counts are -1 where they are unknown without downloading the layer (plain layers);
    * {@code uncompressedSize} is the tar size where the descriptor records it (eStargz), else null; {@code contentBytes}
-   * sums the regular files' sizes from the TOC.
+   * sums the regular files' sizes from the TOC; {@code tarSplitChecked} says whether the TOC was checked against a
+   * verified tar-split (zstd:chunked); {@code diffId} is the config's for the layer, and {@code diffIdMatches} whether
+   * the layer decompresses to it (with {@code --verify}, else null).
    */
   record LayerReport(
       String digest, String mediaType, long compressedSize, Long uncompressedSize, String format, String tocDigest,
-      int entries, int chunks, long contentBytes) {}
+      int entries, int chunks, long contentBytes, boolean tarSplitChecked, Map<String, String> annotations,
+      String diffId, Boolean diffIdMatches) {
+    LayerReport verified(String expected, Boolean matches) {
+      return new LayerReport(digest, mediaType, compressedSize, uncompressedSize, format, tocDigest, entries, chunks,
+          contentBytes, tarSplitChecked, annotations, expected, matches);
+    }
+  }
 
   record ImageReport(String reference, String manifestDigest, String indexDigest, String platform, List<LayerReport> layers) {}
 
@@ -58,6 +78,17 @@ final class InspectCommand implements Callable<Integer> {
       RegistryClient client = clients.client(ref);
       ResolvedImage image = client.resolve(ref, global.platform());
       List<LayerReport> layers = reports(client, image.manifest().layers(), config);
+      boolean mismatch = false;
+      if (verify) {
+        layers = verified(client, image.manifest(), layers, config);
+        for (LayerReport l : layers) {
+          if (Boolean.FALSE.equals(l.diffIdMatches())) {
+            mismatch = true;
+            System.err.println("MISMATCH: layer " + l.digest() + " does not decompress to the diff_id " + l.diffId()
+                + " its image config gives; containerd will refuse to unpack it");
+          }
+        }
+      }
       ImageReport report = new ImageReport(
           ref.toString(), image.manifest().digest().toString(), image.indexDigest().map(Object::toString).orElse(null),
           global.platform().toString(), layers);
@@ -66,8 +97,35 @@ final class InspectCommand implements Callable<Integer> {
       } else {
         print(report);
       }
+      return mismatch ? 1 : 0;
     }
-    return 0;
+  }
+
+  /** Each layer downloaded whole (verified against its digest), decompressed, and its digest compared with the config's. */
+  private static List<LayerReport> verified(RegistryClient client, ImageManifest manifest, List<LayerReport> layers,
+      FlatpullConfig config) throws IOException {
+    ImageConfig imageConfig = ImageConfig.parse(client.fetchBlob(manifest.config()), manifest.config().digest());
+    Path dir = Files.createTempDirectory("flatpull-inspect");
+    try {
+      List<LayerReport> out = new ArrayList<>();
+      for (int i = 0; i < layers.size(); i++) {
+        Descriptor d = manifest.layers().get(i);
+        Optional<Digest> expected = imageConfig.diffIdOf(manifest, d.digest());
+        Path blob = dir.resolve(d.digest().hex());
+        client.downloadBlob(d, blob);
+        Digest actual;
+        try (var in = Files.newInputStream(blob)) {
+          actual = PlainLayerIndexer.diffId(d, in, config.limits());
+        } finally {
+          Files.deleteIfExists(blob);
+        }
+        out.add(layers.get(i).verified(expected.map(Digest::toString).orElse(null),
+            expected.map(actual::equals).orElse(false)));
+      }
+      return out;
+    } finally {
+      Files.deleteIfExists(dir);
+    }
   }
 
   /** TOCs of all layers are requested at once: round trips, not bytes, dominate here. */
@@ -100,7 +158,8 @@ final class InspectCommand implements Callable<Integer> {
     LayerFormat format = LayerFormat.of(d);
     Long uncompressed = d.annotation(LayerFormat.ESTARGZ_UNCOMPRESSED_SIZE).map(Long::valueOf).orElse(null);
     if (format == LayerFormat.PLAIN) {
-      return new LayerReport(d.digest().toString(), d.mediaType(), d.size(), uncompressed, "plain", null, -1, -1, -1);
+      return new LayerReport(d.digest().toString(), d.mediaType(), d.size(), uncompressed, "plain", null, -1, -1, -1,
+          false, d.annotations(), null, null);
     }
     LayerIndex index = format == LayerFormat.ESTARGZ
         ? EstargzToc.read(d, r -> client.readRange(d.digest(), r), config.limits())
@@ -108,7 +167,7 @@ final class InspectCommand implements Callable<Integer> {
     return new LayerReport(
         d.digest().toString(), d.mediaType(), d.size(), uncompressed, formatName(format),
         index.tocDigest().map(Object::toString).orElse(null), index.entries().size(), index.chunkCount(),
-        index.contentSize());
+        index.contentSize(), index.tarSplitChecked(), d.annotations(), null, null);
   }
 
   static String formatName(LayerFormat f) {
@@ -134,6 +193,17 @@ final class InspectCommand implements Callable<Integer> {
           l.uncompressedSize() == null ? "-" : l.uncompressedSize().toString(),
           l.entries() < 0 ? "-" : Integer.toString(l.entries()), l.chunks() < 0 ? "-" : Integer.toString(l.chunks()),
           l.tocDigest() == null ? "-" : l.tocDigest().substring(0, 19), l.mediaType());
+    }
+    i = 0;
+    for (LayerReport l : r.layers()) {
+      if (l.format().equals("zstd:chunked")) {
+        System.out.println("layer " + i + ": " + (l.tarSplitChecked() ? "TOC checked against the layer's tar-split"
+            : "no verifiable tar-split: the TOC's metadata is unchecked"));
+      }
+      if (l.diffIdMatches() != null) {
+        System.out.println("layer " + i + ": diff_id " + l.diffId() + (l.diffIdMatches() ? " matches" : " MISMATCH"));
+      }
+      i++;
     }
   }
 }
