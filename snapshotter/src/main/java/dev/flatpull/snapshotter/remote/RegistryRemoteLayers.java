@@ -10,6 +10,7 @@ import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.manager.api.v1.MountLayerResponse;
 import dev.flatpull.manager.api.v1.MountedLayer;
 import dev.flatpull.snapshotter.overlay.HostMounts;
 import dev.flatpull.snapshotter.overlay.RemoteDecision;
@@ -71,7 +72,7 @@ public final class RegistryRemoteLayers implements RemoteLayers {
       m = manifest(asked);
     } catch (IOException e) {
       return RemoteDecision.fallback("registry_unreachable",
-          "cannot read the manifest of " + asked.image() + ": " + e.getMessage());
+          "layer " + asked.layer() + ": cannot read the manifest of " + asked.image() + ": " + e.getMessage());
     }
     Optional<Descriptor> layer = m.manifest().layers().stream().filter(d -> d.digest().equals(asked.layer())).findFirst();
     if (layer.isEmpty()) {
@@ -84,7 +85,7 @@ public final class RegistryRemoteLayers implements RemoteLayers {
             + ") has no verifiable table of contents (not eStargz or zstd:chunked)");
       }
     } catch (IOException e) {
-      return RemoteDecision.fallback("unsupported_media_type", e.getMessage());
+      return RemoteDecision.fallback("unsupported_media_type", "layer " + asked.layer() + ": " + e.getMessage());
     }
     return RemoteDecision.serve(new RemoteSource(m.pinned().toString(), OciDocuments.writeDescriptor(layer.get())));
   }
@@ -122,7 +123,14 @@ public final class RegistryRemoteLayers implements RemoteLayers {
     // The manifest this Prepare was decided on, so that the manager needs no request for it (none at a remount).
     Optional<ImageManifest> manifest = manifests.values().stream().map(CachedManifest::manifest)
         .filter(m -> source.imageRef().endsWith("@" + m.digest())).findFirst();
-    var r = manager.mount(mountPoint, source.imageRef(), source.descriptorJson(), manifest);
+    MountLayerResponse r;
+    try {
+      r = manager.mount(mountPoint, source.imageRef(), source.descriptorJson(), manifest);
+    } catch (IOException e) {
+      // The line that says the layer is pulled whole instead names it.
+      throw new IOException("layer " + OciDocuments.parseDescriptor(source.descriptorJson()).digest() + " of "
+          + source.imageRef() + ": " + e.getMessage(), e);
+    }
     LOG.fine(() -> "mounted " + r.getEntries() + " entries (" + r.getFormat() + ") at " + mountPoint);
   }
 
