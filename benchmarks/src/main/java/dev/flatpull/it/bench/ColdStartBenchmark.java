@@ -47,7 +47,9 @@ import java.util.Optional;
  * warm-overlayfs} and {@code warm-flatpull}), {@code stargz} (stargz-snapshotter 0.12's daemon, when {@code --stargz}
  * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
  * optimize}). {@code --formats}: the lazy modes run on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
- * {@code ctr-remote image convert} (its own chunking). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
+ * {@code ctr-remote image convert} (its own chunking), and on request ({@code flatpull-zstd}, {@code skopeo-zstd}) on
+ * zstd:chunked made by {@code flatpull convert --format zstd-chunked} and by {@code skopeo copy
+ * --dest-compress-format zstd:chunked} (containers/storage's compressor, as podman and buildah push it). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
  * default configuration (no runtime image looked for) run from the jar of another built source tree, so that a change is
  * measured before and after in one run.
  *
@@ -67,7 +69,7 @@ public final class ColdStartBenchmark {
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
       "runtime-image", "runtime-image-landing", "runtime-image-nowarmup", "stargz");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
-      "ctr-esgz", "ctr-remote-opt", "ctr-opt");
+      "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
   private final LinkEmulator link;
   private final RegistryServer registry;
@@ -231,6 +233,20 @@ public final class ColdStartBenchmark {
           containerd.ctrOk("image", "push", "--plain-http", repo + ":ctr-opt");
         }
       }
+    }
+    if (formats.contains("flatpull-zstd")) {
+      progress("converting " + image + " to zstd:chunked with flatpull convert");
+      Cli.Run z = Cli.inProcess("convert", "--plain-http", "--quiet", "--format", "zstd-chunked", plain.toString(),
+          repo + ":" + TAGS.get("flatpull-zstd"));
+      if (z.exitCode() != 0) {
+        throw new IOException("convert failed: " + z.stderr());
+      }
+    }
+    if (formats.contains("skopeo-zstd")) {
+      progress("pushing " + image + " as zstd:chunked with skopeo copy");
+      Processes.run(List.of(Processes.require("skopeo").toString(), "copy", "--src-tls-verify=false",
+          "--dest-tls-verify=false", "--dest-compress-format", "zstd:chunked", "docker://" + plain,
+          "docker://" + repo + ":" + TAGS.get("skopeo-zstd")), 600).orThrow(List.of("skopeo copy"));
     }
     Map<String, Long> compressed = new LinkedHashMap<>();
     for (String f : formats) {
@@ -418,6 +434,11 @@ public final class ColdStartBenchmark {
       counts.requests().forEach(r -> byKind.merge(r.kind(), 1L, Long::sum));
       double hitRatio = -1;
       long fallbacks = -1;
+      if (p.mode().startsWith("lazy") && node.flatpull().isPresent()) {
+        // A layer flatpull could not serve lazily is pulled whole: its daemon says so once per layer.
+        fallbacks = node.flatpull().get().log().lines().filter(l -> l.contains("is downloaded, not served lazily"))
+            .count();
+      }
       if (p.mode().startsWith("runtime-image") && node.managerMetrics().isPresent()) {
         double ri = delta(before, after, "flatpull_content_served_bytes_total{source=\"runtime_image\"}");
         double lazy = delta(before, after, "flatpull_content_served_bytes_total{source=\"lazy\"}");

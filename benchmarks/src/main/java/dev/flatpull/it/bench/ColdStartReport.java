@@ -125,6 +125,7 @@ final class ColdStartReport {
             rss(row)));
       }
     }
+    appendProducers(b);
     b.append("\n| image | layers | compressed image | runtime image | runtime image, % of image |\n|---|---|---|---|---|\n");
     for (ImageSizes s : sizes.values()) {
       s.compressed().forEach((format, bytes) -> {
@@ -168,6 +169,34 @@ final class ColdStartReport {
   }
 
   /**
+   * Lazy starts on zstd:chunked as containers/storage's compressor writes it (skopeo) against flatpull's own
+   * conversion of the same image, when both ran: the ratio of their median times to ready, and the layers either
+   * pulled whole.
+   */
+  private void appendProducers(StringBuilder b) {
+    boolean header = false;
+    for (String[] g : groups()) {
+      List<Row> rows = rows(g[0], g[1]);
+      Optional<Row> skopeo = rows.stream().filter(r -> r.mode().equals("lazy") && r.format().equals("skopeo-zstd")
+          && !r.ready().isEmpty()).findFirst();
+      Optional<Row> own = rows.stream().filter(r -> r.mode().equals("lazy") && r.format().equals("flatpull-zstd")
+          && !r.ready().isEmpty()).findFirst();
+      if (skopeo.isEmpty() || own.isEmpty()) {
+        continue;
+      }
+      if (!header) {
+        b.append("\n| image | link | lazy on skopeo's zstd:chunked | lazy on flatpull's zstd:chunked | ratio |"
+            + " layers pulled whole (skopeo's) |\n|---|---|---|---|---|---|\n");
+        header = true;
+      }
+      long s = skopeo.get().median(ColdStartResult::readyMillis);
+      long f = own.get().median(ColdStartResult::readyMillis);
+      b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %.2fx | %d |%n", g[0], g[1], seconds(s), seconds(f),
+          s / (double) f, skopeo.get().ready().stream().mapToLong(ColdStartResult::fallbacks).max().orElse(0)));
+    }
+  }
+
+  /**
    * What makes the smoke run fail: a start that did not reach readiness, and a runtime-image start that fell back
    * (a rejected or missing runtime image, or a hit ratio below {@link #MIN_HIT_RATIO}). Empty when all is well.
    */
@@ -177,6 +206,8 @@ final class ColdStartReport {
       String what = String.format("run %d, %s, %s, %s on %s", r.run(), r.image(), r.link(), r.mode(), r.format());
       if (!r.reachedReadiness()) {
         out.add(what + ": not ready: " + r.error());
+      } else if (r.mode().startsWith("lazy") && r.fallbacks() > 0) {
+        out.add(what + ": " + r.fallbacks() + " layers pulled whole instead of lazily");
       } else if (r.mode().startsWith("runtime-image")) {
         if (r.fallbacks() != 0) {
           out.add(what + ": fell back to lazy loading (" + r.fallbacks() + " rejected or not found)");

@@ -18,7 +18,8 @@ import java.util.Map;
  * @param managerRss resident bytes of flatpull's FUSE manager at readiness (-1: none)
  * @param hitRatio of a runtime-image start: bytes served from the runtime image over those served from it or lazily (-1:
  *     not measured)
- * @param fallbacks of a runtime-image start: runtime images rejected (or parts of them), plus lookups that did not load one (-1: not measured)
+ * @param fallbacks of a runtime-image start: runtime images rejected (or parts of them), plus lookups that did not load
+ *     one; of a lazy start, layers pulled whole instead (-1: not measured)
  * @param firstMount of a {@code lazy} start: the FUSE manager's TOC (fetch, verify, parse), tree and mount
  *     milliseconds for the image's layer on the freshly started manager; empty otherwise
  * @param laterMount the same for the same layer pulled again on the same manager after the image was removed
