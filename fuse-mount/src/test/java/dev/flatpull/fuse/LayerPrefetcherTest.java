@@ -25,6 +25,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -232,6 +233,26 @@ class LayerPrefetcherTest {
       assertArrayEquals(f.getValue(), got);
     }
     assertEquals(before, requests.get());
+  }
+
+  @Test
+  void whenWhole_runsOnceTheBackgroundFetchHasEverything_andNotWithoutBackgroundOrAfterAStop() throws Exception {
+    List<Boolean> allCachedWhenRun = new ArrayList<>();
+    Runnable then = () -> allCachedWhenRun.add(files.keySet().stream().allMatch(f -> {
+      try {
+        return cached(f);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    }));
+    new LayerPrefetcher(layer, cache, new ReadActivity(), layer.index().prioritized(), false).whenWhole(then).run();
+    assertEquals(List.of(), allCachedWhenRun, "prioritized files only: the layer is not whole");
+    LayerPrefetcher stopped = new LayerPrefetcher(layer, cache, new ReadActivity(), List.of(), true).whenWhole(then);
+    stopped.stop();
+    stopped.run();
+    assertEquals(List.of(), allCachedWhenRun, "a stopped fetch is not whole");
+    new LayerPrefetcher(layer, cache, new ReadActivity(), List.of(), true).whenWhole(then).run();
+    assertEquals(List.of(true), allCachedWhenRun);
   }
 
   @Test

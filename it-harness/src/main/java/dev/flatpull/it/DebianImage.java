@@ -42,6 +42,11 @@ public final class DebianImage {
     return ref;
   }
 
+  /** A root file system as a one-layer OCI image layout (uncompressed) at {@code dir}, image {@code tag}. */
+  public static Path ociLayout(Path rootfs, Path dir, String tag) throws IOException, InterruptedException {
+    return OciLayout.write(dir, tag, List.of(tar(rootfs)));
+  }
+
   /**
    * Pushes the python3 image and converts it to eStargz with {@code flatpull convert}; returns
    * {@code REGISTRY/REPOSITORY:esgz} (the plain image stays as {@code :plain}).

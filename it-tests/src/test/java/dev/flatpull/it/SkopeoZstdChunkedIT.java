@@ -8,11 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.config.RegistryCredentials;
-import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
@@ -69,7 +67,7 @@ class SkopeoZstdChunkedIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    Path skopeo = Processes.require("skopeo");
+    Processes.require("skopeo");
     registry = RegistryServer.start();
     work = Files.createTempDirectory("flatpull-skopeo");
     src = Files.createDirectories(work.resolve("src"));
@@ -77,10 +75,10 @@ class SkopeoZstdChunkedIT {
     Path tar = work.resolve("layer.tar");
     Processes.run(List.of("tar", "--xattrs", "--numeric-owner", "-cf", tar.toString(), "-C", src.toString(), "."), 120)
         .orThrow(List.of("tar"));
-    Path layout = writeOciLayout(tar);
+    Path layout = OciLayout.write(work.resolve("oci"), "src", List.of(Files.readAllBytes(tar)));
     ref = registry.address() + "/it/skopeo:zstd-chunked";
-    Processes.run(List.of(skopeo.toString(), "copy", "--dest-tls-verify=false", "--dest-compress-format",
-        "zstd:chunked", "oci:" + layout + ":src", "docker://" + ref), 300).orThrow(List.of("skopeo copy"));
+    Skopeo.copy(List.of("--dest-tls-verify=false", "--dest-compress-format", "zstd:chunked", "oci:" + layout + ":src",
+        "docker://" + ref), 300);
   }
 
   /** A 3 MB random file, a 5 MB file of zeros, a file of data and zeros, 300 small files, and every other entry type. */
@@ -120,36 +118,6 @@ class SkopeoZstdChunkedIT {
     Files.write(p, content);
     regularFiles.add(name);
     return p;
-  }
-
-  /** An OCI image layout of one uncompressed layer, which skopeo compresses as it copies. */
-  private Path writeOciLayout(Path tar) throws Exception {
-    Path layout = Files.createDirectories(work.resolve("oci"));
-    Path blobs = Files.createDirectories(layout.resolve("blobs/sha256"));
-    byte[] layer = Files.readAllBytes(tar);
-    Digest layerDigest = Digest.sha256(layer);
-    Files.write(blobs.resolve(layerDigest.hex()), layer);
-    ObjectNode config = json.createObjectNode().put("architecture", Platform.current().architecture()).put("os", "linux");
-    config.putObject("rootfs").put("type", "layers").putArray("diff_ids").add(layerDigest.toString());
-    byte[] configBytes = json.writeValueAsBytes(config);
-    Digest configDigest = Digest.sha256(configBytes);
-    Files.write(blobs.resolve(configDigest.hex()), configBytes);
-    ObjectNode manifest = json.createObjectNode().put("schemaVersion", 2)
-        .put("mediaType", "application/vnd.oci.image.manifest.v1+json");
-    manifest.putObject("config").put("mediaType", "application/vnd.oci.image.config.v1+json")
-        .put("digest", configDigest.toString()).put("size", configBytes.length);
-    manifest.putArray("layers").addObject().put("mediaType", "application/vnd.oci.image.layer.v1.tar")
-        .put("digest", layerDigest.toString()).put("size", layer.length);
-    byte[] manifestBytes = json.writeValueAsBytes(manifest);
-    Digest manifestDigest = Digest.sha256(manifestBytes);
-    Files.write(blobs.resolve(manifestDigest.hex()), manifestBytes);
-    ObjectNode index = json.createObjectNode().put("schemaVersion", 2);
-    index.putArray("manifests").addObject().put("mediaType", "application/vnd.oci.image.manifest.v1+json")
-        .put("digest", manifestDigest.toString()).put("size", manifestBytes.length)
-        .putObject("annotations").put("org.opencontainers.image.ref.name", "src");
-    Files.write(layout.resolve("index.json"), json.writeValueAsBytes(index));
-    Files.writeString(layout.resolve("oci-layout"), "{\"imageLayoutVersion\":\"1.0.0\"}");
-    return layout;
   }
 
   @AfterAll

@@ -11,6 +11,7 @@ import dev.flatpull.it.LinkEmulator;
 import dev.flatpull.it.MetricsEndpoint;
 import dev.flatpull.it.Processes;
 import dev.flatpull.it.RegistryServer;
+import dev.flatpull.it.Skopeo;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -244,9 +245,13 @@ public final class ColdStartBenchmark {
     }
     if (formats.contains("skopeo-zstd")) {
       progress("pushing " + image + " as zstd:chunked with skopeo copy");
-      Processes.run(List.of(Processes.require("skopeo").toString(), "copy", "--src-tls-verify=false",
-          "--dest-tls-verify=false", "--dest-compress-format", "zstd:chunked", "docker://" + plain,
-          "docker://" + repo + ":" + TAGS.get("skopeo-zstd")), 600).orThrow(List.of("skopeo copy"));
+      Path layout = DebianImage.ociLayout(rootfs, Files.createTempDirectory("flatpull-bench-oci"), "plain");
+      try {
+        Skopeo.copy(List.of("--dest-tls-verify=false", "--dest-compress-format", "zstd:chunked",
+            "oci:" + layout + ":plain", "docker://" + repo + ":" + TAGS.get("skopeo-zstd")), 600);
+      } finally {
+        Processes.deleteTree(layout);
+      }
     }
     Map<String, Long> compressed = new LinkedHashMap<>();
     for (String f : formats) {
