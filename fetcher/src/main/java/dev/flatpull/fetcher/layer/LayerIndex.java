@@ -99,8 +99,7 @@ public final class LayerIndex {
     if (tarSplit == null) {
       return Optional.empty();
     }
-    return Optional.of(TarSplit.rebuiltDigest(ZstdChunkedToc.decompress(tarSplit, tarSplitLength, "layer " + blob
-        + ": tar-split"), this, content));
+    return Optional.of(TarSplit.rebuiltDigest(tarSplit, tarSplitLength, this, content));
   }
 
   /** The digest a zstd:chunked TOC gives its tar-split ({@code tarSplitDigest}, containers/storage 1.54 and later). */

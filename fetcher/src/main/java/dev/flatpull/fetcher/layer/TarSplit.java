@@ -1,26 +1,22 @@
 package dev.flatpull.fetcher.layer;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.SizeLimitExceededException;
 import dev.flatpull.fetcher.tar.TarReader.TarFormatException;
 import dev.flatpull.fetcher.tar.TarHeader;
 import dev.flatpull.fetcher.tar.TarReader;
-import java.io.BufferedReader;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.time.temporal.ChronoUnit;
 import java.util.Arrays;
-import java.util.Base64;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Objects;
 
 /**
  * A zstd:chunked layer's tar-split (vbatts/tar-split's JSON lines: {@code type 2} segments hold the tar's own bytes,
@@ -30,7 +26,7 @@ import java.util.Objects;
  * that what a container sees is what an ordinary pull of the layer would unpack.
  */
 public final class TarSplit {
-  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final JsonFactory JSON_FACTORY = JsonFactory.builder().build();
 
   private TarSplit() {}
 
@@ -45,39 +41,33 @@ public final class TarSplit {
    * The digest of the tar stream {@code lines} describes, each file's content read through {@code content} and
    * checked to have the size the tar-split gives it: the layer's diff_id, without the layer's compressed bytes.
    */
-  static Digest rebuiltDigest(byte[] lines, LayerIndex index, Content content) throws IOException {
+  static Digest rebuiltDigest(byte[] compressed, long length, LayerIndex index, Content content) throws IOException {
     String layer = "layer " + index.blob();
     MessageDigest md = Digest.newMessageDigest("sha256");
     byte[] buf = new byte[1 << 20];
-    try (BufferedReader in = new BufferedReader(
-        new InputStreamReader(new ByteArrayInputStream(lines), StandardCharsets.UTF_8))) {
-      String line;
-      while ((line = in.readLine()) != null) {
-        if (line.isBlank()) {
+    try (Lines in = new Lines(compressed, length, layer)) {
+      while (in.next()) {
+        if (in.type == Lines.SEGMENT) {
+          md.update(in.bytes(), 0, in.length());
           continue;
         }
-        JsonNode n = JSON.readTree(line);
-        if (n.path("type").asInt() == 2) {
-          md.update(Base64.getDecoder().decode(Objects.requireNonNullElse(n.path("payload").textValue(), "")));
-          continue;
-        }
-        long size = n.path("size").asLong(0);
+        long size = in.size;
         if (size == 0) {
           continue;
         }
-        String name = EntryNames.clean(n.path("name").asText(""), layer + ": tar-split");
+        String name = EntryNames.clean(in.name == null ? "" : in.name, layer + ": tar-split");
         LayerEntry e = index.entry(name).map(index::contentOf)
             .orElseThrow(() -> new LayerFormatException(layer + ": tar-split file '" + name + "' is not in the TOC"));
         if (e.size() != size) {
           throw new LayerFormatException(layer + ": tar-split gives '" + name + "' " + size + " bytes, the TOC " + e.size());
         }
         for (long off = 0; off < size; ) {
-          int n2 = content.read(e, off, buf, (int) Math.min(buf.length, size - off));
-          if (n2 <= 0) {
+          int n = content.read(e, off, buf, (int) Math.min(buf.length, size - off));
+          if (n <= 0) {
             throw new java.io.EOFException(layer + ": '" + name + "' ended after " + off + " of " + size + " bytes");
           }
-          md.update(buf, 0, n2);
-          off += n2;
+          md.update(buf, 0, n);
+          off += n;
         }
       }
     }
@@ -89,15 +79,16 @@ public final class TarSplit {
    * with the same type, link target, mode, size, owner, modification time (to the second), device numbers and
    * extended attributes, as containers/storage's {@code ensureTOCMatchesTarSplit} does.
    */
-  static void checkMatches(byte[] lines, LayerIndex index, String layer, FetchLimits limits) throws IOException {
+  static void checkMatches(byte[] compressed, long length, LayerIndex index, String layer, FetchLimits limits)
+      throws IOException {
     Map<String, LayerEntry> pending = new HashMap<>();
     for (LayerEntry e : index.entries()) {
       pending.put(e.name(), e);
     }
-    TarReader tar = new TarReader(new Rebuilt(lines, layer));
     long count = 0;
     TarHeader h;
-    try {
+    try (Lines parsed = new Lines(compressed, length, layer)) {
+      TarReader tar = new TarReader(new Rebuilt(parsed));
       while ((h = tar.next()) != null) {
         if (++count > limits.maxTocEntries()) {
           throw new SizeLimitExceededException(layer + ": tar-split entry count", limits.maxTocEntries());
@@ -171,59 +162,149 @@ public final class TarSplit {
   }
 
   /**
+   * The lines of a tar-split, one after another, read by one streaming parser over the whole document (a layer has
+   * tens of thousands): a segment's bytes are decoded into a buffer reused from line to line.
+   */
+  private static final class Lines implements AutoCloseable {
+    static final int SEGMENT = 2;
+    static final int FILE = 1;
+
+    private final JsonParser parser;
+    private final String layer;
+    private final Segment segment = new Segment();
+    int type;
+    String name;
+    long size;
+
+    private final dev.flatpull.core.BoundedInputStream counted;
+    private final long announced;
+
+    /** The lines of a zstd-compressed tar-split that must decompress to exactly {@code announced} bytes. */
+    Lines(byte[] compressed, long announced, String layer) throws IOException {
+      this.counted = new dev.flatpull.core.BoundedInputStream(
+          new com.github.luben.zstd.ZstdInputStream(new java.io.ByteArrayInputStream(compressed)),
+          layer + ": tar-split", announced);
+      this.announced = announced;
+      this.parser = JSON_FACTORY.createParser(counted);
+      this.layer = layer;
+    }
+
+    /** Moves to the next line; false at the end. */
+    boolean next() throws IOException {
+      try {
+        JsonToken t = parser.nextToken();
+        if (t == null) {
+          if (counted.count() != announced) {
+            throw new LayerFormatException(
+                layer + ": tar-split decompresses to " + counted.count() + " bytes, the annotation says " + announced);
+          }
+          return false;
+        }
+        if (t != JsonToken.START_OBJECT) {
+          throw new LayerFormatException(layer + ": tar-split line is not a JSON object");
+        }
+        type = -1;
+        name = null;
+        size = 0;
+        segment.length = 0;
+        while (parser.nextToken() == JsonToken.FIELD_NAME) {
+          String field = parser.currentName();
+          JsonToken v = parser.nextToken();
+          switch (field) {
+            case "type" -> type = parser.getValueAsInt(-1);
+            case "name" -> name = v == JsonToken.VALUE_NULL ? null : parser.getValueAsString();
+            case "size" -> size = parser.getValueAsLong(0);
+            case "payload" -> {
+              if (v == JsonToken.VALUE_STRING) {
+                segment.length = 0;
+                parser.readBinaryValue(segment);
+              } else {
+                parser.skipChildren();
+              }
+            }
+            default -> parser.skipChildren();
+          }
+        }
+      } catch (JsonProcessingException e) {
+        throw new LayerFormatException(layer + ": tar-split is not valid JSON lines: " + e.getOriginalMessage(), e);
+      } catch (SizeLimitExceededException e) {
+        throw new LayerFormatException(layer + ": tar-split decompresses to more than the announced " + announced
+            + " bytes", e);
+      }
+      if (type != SEGMENT && type != FILE) {
+        throw new LayerFormatException(layer + ": tar-split line of unknown type " + type);
+      }
+      if (size < 0) {
+        throw new LayerFormatException(layer + ": tar-split file entry with negative size " + size);
+      }
+      return true;
+    }
+
+    /** A segment line's bytes (a file line's payload is its checksum: not used). */
+    byte[] bytes() {
+      return segment.buf;
+    }
+
+    int length() {
+      return type == SEGMENT ? segment.length : 0;
+    }
+
+    @Override
+    public void close() throws IOException {
+      parser.close();
+    }
+  }
+
+  /** A growable buffer the parser decodes base64 into. */
+  private static final class Segment extends java.io.OutputStream {
+    byte[] buf = new byte[4096];
+    int length;
+
+    @Override
+    public void write(int b) {
+      ensure(1);
+      buf[length++] = (byte) b;
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) {
+      ensure(len);
+      System.arraycopy(b, off, buf, length, len);
+      length += len;
+    }
+
+    private void ensure(int more) {
+      if (length + more > buf.length) {
+        buf = Arrays.copyOf(buf, Math.max(buf.length * 2, length + more));
+      }
+    }
+  }
+
+  /**
    * The tar stream a tar-split describes, with every file's content read as zeros and skipped without being made: the
    * headers are what the check needs.
    */
   private static final class Rebuilt extends InputStream {
-    private final BufferedReader lines;
-    private final String layer;
-    private byte[] segment = new byte[0];
+    private final Lines lines;
     private int at;
+    private int length;
     private long content;
     private boolean ended;
 
-    Rebuilt(byte[] json, String layer) {
-      this.lines = new BufferedReader(new InputStreamReader(new ByteArrayInputStream(json), StandardCharsets.UTF_8));
-      this.layer = layer;
+    Rebuilt(Lines lines) {
+      this.lines = lines;
     }
 
     /** Moves to the next line with bytes to give; false at the end. */
     private boolean fill() throws IOException {
-      while (at == segment.length && content == 0) {
-        if (ended) {
-          return false;
-        }
-        String line = lines.readLine();
-        if (line == null) {
+      while (at == length && content == 0) {
+        if (ended || !lines.next()) {
           ended = true;
           return false;
         }
-        if (line.isBlank()) {
-          continue;
-        }
-        JsonNode n;
-        try {
-          n = JSON.readTree(line);
-        } catch (IOException e) {
-          throw new LayerFormatException(layer + ": tar-split line is not JSON: " + e.getMessage(), e);
-        }
-        int type = n.path("type").asInt(-1);
-        if (type == 2) {
-          try {
-            segment = Base64.getDecoder().decode(Objects.requireNonNullElse(n.path("payload").textValue(), ""));
-          } catch (IllegalArgumentException e) {
-            throw new LayerFormatException(layer + ": tar-split segment is not base64", e);
-          }
-          at = 0;
-        } else if (type == 1) {
-          long size = n.path("size").asLong(0);
-          if (size < 0) {
-            throw new LayerFormatException(layer + ": tar-split file entry with negative size " + size);
-          }
-          content = size;
-        } else {
-          throw new LayerFormatException(layer + ": tar-split line of unknown type " + n.path("type"));
-        }
+        at = 0;
+        length = lines.length();
+        content = lines.type == Lines.FILE ? lines.size : 0;
       }
       return true;
     }
@@ -242,9 +323,9 @@ public final class TarSplit {
       if (!fill()) {
         return -1;
       }
-      if (at < segment.length) {
-        int n = Math.min(len, segment.length - at);
-        System.arraycopy(segment, at, b, off, n);
+      if (at < length) {
+        int n = Math.min(len, length - at);
+        System.arraycopy(lines.bytes(), at, b, off, n);
         at += n;
         return n;
       }
@@ -259,8 +340,8 @@ public final class TarSplit {
       if (n <= 0 || !fill()) {
         return 0;
       }
-      if (at < segment.length) {
-        int s = (int) Math.min(n, segment.length - at);
+      if (at < length) {
+        int s = (int) Math.min(n, length - at);
         at += s;
         return s;
       }

@@ -86,24 +86,27 @@ public final class ZstdChunkedToc {
     if (!splitActual.equals(splitDigest.get())) {
       throw new DigestMismatchException(name + " tar-split", splitDigest.get(), splitActual);
     }
-    byte[] lines = decompress(splitCompressed, at.uncompressed(), name + ": tar-split");
-    TarSplit.checkMatches(lines, index, name, limits);
+    TarSplit.checkMatches(splitCompressed, at.uncompressed(), index, name, limits);
     return index.withTarSplitChecked(splitCompressed, at.uncompressed());
   }
 
-  /** Decompresses one verified zstd frame to exactly the {@code announced} length. */
+  /**
+   * Decompresses one verified zstd frame to exactly the {@code announced} length (already bounded by the limits), into
+   * one array of that size: a stream's growing buffers allocated the document three times over.
+   */
   static byte[] decompress(byte[] compressed, long announced, String what) throws IOException {
-    byte[] out;
-    try (InputStream in =
-        new BoundedInputStream(new ZstdInputStream(new ByteArrayInputStream(compressed)), what, announced)) {
-      out = in.readAllBytes();
-    } catch (SizeLimitExceededException e) {
-      throw new LayerFormatException(what + " decompresses to more than the announced " + announced + " bytes", e);
-    } catch (IOException e) {
+    byte[] out = new byte[(int) announced];
+    long n;
+    try (com.github.luben.zstd.ZstdDecompressCtx ctx = new com.github.luben.zstd.ZstdDecompressCtx()) {
+      n = ctx.decompressByteArray(out, 0, out.length, compressed, 0, compressed.length);
+    } catch (com.github.luben.zstd.ZstdException e) {
+      if (e.getErrorCode() == com.github.luben.zstd.Zstd.errDstSizeTooSmall()) {
+        throw new LayerFormatException(what + " decompresses to more than the announced " + announced + " bytes", e);
+      }
       throw new LayerFormatException(what + " is not a valid zstd frame: " + e.getMessage(), e);
     }
-    if (out.length != announced) {
-      throw new LayerFormatException(what + " decompresses to " + out.length + " bytes, the annotation says " + announced);
+    if (n != announced) {
+      throw new LayerFormatException(what + " decompresses to " + n + " bytes, the annotation says " + announced);
     }
     return out;
   }
