@@ -14,11 +14,13 @@ import java.util.concurrent.TimeoutException;
 /**
  * One layer mounted read-only with FUSE. The options make an immutable tree fast: {@code kernel_cache} keeps file pages
  * across opens, long entry/attribute timeouts spare repeated lookups, {@code use_ino} shows the tree's inode numbers (so
- * hard links share one), and {@code allow_other} lets containerd and overlayfs read it. Closing unmounts.
+ * hard links share one), and {@code allow_other} lets containerd and overlayfs read it. {@code nosuid,nodev} are
+ * explicit, not left to libfuse's defaults: a layer's setuid binaries and device nodes act only through the container's
+ * overlay mount, never through the layer's own mount point. Closing unmounts.
  */
 public final class LayerMount implements AutoCloseable {
   private static final List<String> OPTIONS = List.of(
-      "-o", "ro,use_ino,kernel_cache,allow_other,default_permissions,entry_timeout=3600,attr_timeout=3600,"
+      "-o", "ro,nosuid,nodev,use_ino,kernel_cache,allow_other,default_permissions,entry_timeout=3600,attr_timeout=3600,"
           + "negative_timeout=3600,fsname=flatpull,subtype=flatpull");
 
   private final LayerFileSystem fs;

@@ -22,6 +22,27 @@ import java.util.Optional;
  */
 public final class LayerTree {
   public static final String OPAQUE_XATTR = "trusted.overlay.opaque";
+  /**
+   * The namespace of extended attributes that the kernel's own users act on (overlayfs reads {@code trusted.overlay.*}
+   * from its lower layers: opaque directories, redirects, metacopy). A layer's TOC may carry such attributes itself;
+   * they are never shown, so that an image cannot steer overlayfs. The ones overlayfs needs are derived from the
+   * layer's whiteouts and opaque markers, as the OCI spec defines them ({@link #OPAQUE_XATTR}).
+   */
+  static final String TRUSTED = "trusted.";
+
+  /** {@code xattrs} without the {@link #TRUSTED} namespace (the same map when it has none, as nearly every one). */
+  static Map<String, byte[]> shown(Map<String, byte[]> xattrs) {
+    if (xattrs.isEmpty() || xattrs.keySet().stream().noneMatch(k -> k.startsWith(TRUSTED))) {
+      return xattrs;
+    }
+    Map<String, byte[]> out = new LinkedHashMap<>();
+    xattrs.forEach((k, v) -> {
+      if (!k.startsWith(TRUSTED)) {
+        out.put(k, v);
+      }
+    });
+    return out;
+  }
 
   /** What a node is, in st_mode terms. */
   public enum Kind {
@@ -55,7 +76,7 @@ public final class LayerTree {
       this.kind = kind;
       this.entry = entry;
       this.whiteout = whiteout;
-      this.dirXattrs = kind == Kind.DIR ? new LinkedHashMap<>(entry == null ? Map.of() : entry.xattrs()) : null;
+      this.dirXattrs = kind == Kind.DIR ? new LinkedHashMap<>(entry == null ? Map.of() : shown(entry.xattrs())) : null;
       this.childPaths = kind == Kind.DIR ? new ArrayList<>() : null;
     }
 
@@ -117,7 +138,7 @@ public final class LayerTree {
       if (dirXattrs != null) {
         return dirXattrs;
       }
-      return whiteout || entry == null ? Map.of() : entry.xattrs();
+      return whiteout || entry == null ? Map.of() : shown(entry.xattrs());
     }
 
     /** For a regular file, the entry whose chunks hold its bytes; null otherwise. */

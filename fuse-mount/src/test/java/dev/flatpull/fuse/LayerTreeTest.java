@@ -47,6 +47,10 @@ class LayerTreeTest {
         h("dev/sda", TarHeader.BLOCK, 0660, "", 8, 0, Map.of()),
         h("run/pipe", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
         h("tmp/", TarHeader.DIR, 01777, "", 0, 0, Map.of()),
+        h("srv/", TarHeader.DIR, 0755, "", 0, 0, Map.of("trusted.overlay.opaque", "y".getBytes(StandardCharsets.US_ASCII),
+            "trusted.overlay.redirect", "/etc".getBytes(StandardCharsets.US_ASCII),
+            "user.kept", "k".getBytes(StandardCharsets.US_ASCII))),
+        h("srv/file", TarHeader.FIFO, 0600, "", 0, 0, Map.of("trusted.overlay.metacopy", new byte[0])),
         h("etc/.wh.gone", TarHeader.REG, 0, "", 0, 0, Map.of()),
         h("var/cache/.wh..wh..opq", TarHeader.REG, 0, "", 0, 0, Map.of()))) {
       TarWriter.writeHeader(out, x);
@@ -93,6 +97,16 @@ class LayerTreeTest {
   }
 
   @Test
+  void trustedXattrsALayerCarriesItself_areNotShown_whileDerivedOnesAre() throws Exception {
+    LayerTree t = tree();
+    Node srv = t.lookup("/srv").orElseThrow();
+    assertEquals(java.util.Set.of("user.kept"), srv.xattrs().keySet(), "a layer cannot make its directory opaque");
+    assertTrue(t.lookup("/srv/file").orElseThrow().xattrs().isEmpty());
+    assertArrayEquals("y".getBytes(StandardCharsets.US_ASCII),
+        t.lookup("/var/cache").orElseThrow().xattrs().get(LayerTree.OPAQUE_XATTR), "an opaque marker still is");
+  }
+
+  @Test
   void of_missingParents_areImplicitDirectoriesWithCorrectLinkCounts() throws Exception {
     LayerTree t = tree();
     Node usr = t.lookup("/usr").orElseThrow();
@@ -100,8 +114,9 @@ class LayerTreeTest {
     assertEquals(List.of("bin"), usr.children());
     assertEquals(3, usr.links(), "2 + one subdirectory");
     Node root = t.lookup("/").orElseThrow();
-    assertTrue(root.children().containsAll(List.of("usr", "dev", "run", "tmp", "etc", "var")), root.children().toString());
-    assertEquals(2 + 6, root.links());
+    assertTrue(root.children().containsAll(List.of("usr", "dev", "run", "tmp", "etc", "var", "srv")),
+        root.children().toString());
+    assertEquals(2 + 7, root.links());
   }
 
   /** A legal layer with one file 4,096 directories deep (and no directory entries) on a thread with a small stack. */

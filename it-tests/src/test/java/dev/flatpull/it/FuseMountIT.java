@@ -234,4 +234,36 @@ class FuseMountIT {
     Set<PosixFilePermission> none = PosixFilePermissions.fromString("---------");
     org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class, () -> Files.setPosixFilePermissions(p, none));
   }
+
+  /**
+   * A layer whose TOC carries {@code trusted.overlay.*} attributes itself: through its FUSE mount they are not there
+   * (overlayfs acts on them), its own {@code user.*} ones are; the mount is {@code nosuid,nodev} by flatpull's own
+   * options.
+   */
+  @Test
+  void aLayersOwnTrustedXattrs_areNotVisibleThroughItsMount_andTheMountIsNosuidNodev() throws Exception {
+    java.io.ByteArrayOutputStream tar = new java.io.ByteArrayOutputStream();
+    dev.flatpull.fetcher.tar.TarWriter.writeHeader(tar, new dev.flatpull.fetcher.tar.TarHeader("srv/",
+        dev.flatpull.fetcher.tar.TarHeader.DIR, 0, 0755, 0, 0, "", "", java.time.Instant.EPOCH, "", 0, 0,
+        Map.of("trusted.overlay.opaque", "y".getBytes(StandardCharsets.US_ASCII),
+            "user.kept", "k".getBytes(StandardCharsets.US_ASCII))));
+    dev.flatpull.fetcher.tar.TarWriter.writeEnd(tar);
+    Path file = work.resolve("hostile.tar");
+    Files.write(file, tar.toByteArray());
+    Descriptor d = new Descriptor(dev.flatpull.fetcher.oci.MediaTypes.OCI_LAYER,
+        dev.flatpull.core.Digest.sha256(tar.toByteArray()), tar.size(), Map.of());
+    LazyLayer lazy = dev.flatpull.fetcher.layer.PlainLayerIndexer.open(d, file, file,
+        dev.flatpull.config.FetchLimits.DEFAULTS);
+    LayerMount m = cleanup.add(LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
+        new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve("hostile")));
+    Processes.Result x = Processes.run(List.of("python3", "-c",
+        "import os, sys; print(sorted(os.listxattr(sys.argv[1])))", m.mountPoint().resolve("srv").toString()), 30);
+    assertEquals("['user.kept']", x.stdout().trim(), x.stderr());
+    for (Path mountPoint : List.of(m.mountPoint(), mounts.get(0).mountPoint())) {
+      String line = Files.readAllLines(Path.of("/proc/self/mountinfo")).stream()
+          .filter(l -> l.split(" ")[4].equals(mountPoint.toString())).findFirst().orElseThrow();
+      List<String> options = List.of(line.split(" ")[5].split(","));
+      assertTrue(options.containsAll(List.of("ro", "nosuid", "nodev")), line);
+    }
+  }
 }
