@@ -129,11 +129,29 @@ public final class TraceFile {
     return service;
   }
 
+  /**
+   * The largest trace file, compressed or decompressed, that is read: a start-up's trace is tens to hundreds of KiB
+   * (page runs, not pages), so 64 MiB is far beyond a real one and still bounds what a hostile or broken file (a gzip
+   * bomb, a runaway recording) can take of a CI runner's or node's memory, as the limits on TOCs and manifests do.
+   */
+  public static final long MAX_BYTES = 64L << 20;
+
   public static Trace read(Path file) throws IOException {
+    return read(file, MAX_BYTES);
+  }
+
+  static Trace read(Path file, long maxBytes) throws IOException {
+    long size = Files.size(file);
+    if (size > maxBytes) {
+      throw new TraceFormatException(file + ": " + size + " bytes, more than a trace file may have (" + maxBytes + ")");
+    }
     CountingStream counted = new CountingStream(Files.newInputStream(file));
     JsonNode root;
-    try (InputStream in = new GZIPInputStream(counted, 1 << 16)) {
+    try (InputStream in = new dev.flatpull.core.BoundedInputStream(new GZIPInputStream(counted, 1 << 16),
+        file + ": decompressed trace", maxBytes)) {
       root = JSON.readTree(in);
+    } catch (dev.flatpull.core.SizeLimitExceededException e) {
+      throw new TraceFormatException(file + ": decompresses to more than a trace may have (" + maxBytes + " bytes)", e);
     } catch (ZipException e) {
       throw new TraceFormatException(file + ": byte " + counted.count + ": not a gzip-compressed trace ("
           + e.getMessage() + ")", e);

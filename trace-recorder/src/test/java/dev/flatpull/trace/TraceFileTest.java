@@ -37,6 +37,27 @@ class TraceFileTest {
   }
 
   @Test
+  void aTraceFileOverTheCap_isRefused_compressedOrDecompressed() throws Exception {
+    Path f = dir.resolve("t.fptrace");
+    TraceFile.write(sample(), f);
+    TraceFormatException big = assertThrows(TraceFormatException.class, () -> TraceFile.read(f, 100));
+    assertTrue(big.getMessage().contains("more than a trace file may have (100)"), big.getMessage());
+    // A gzip bomb: 80 MiB of spaces (then a trace) compress to about 80 KiB.
+    Path bomb = dir.resolve("bomb.fptrace");
+    try (OutputStream out = new GZIPOutputStream(Files.newOutputStream(bomb))) {
+      byte[] spaces = new byte[1 << 20];
+      Arrays.fill(spaces, (byte) ' ');
+      for (int i = 0; i < 80; i++) {
+        out.write(spaces);
+      }
+      out.write(new ObjectMapper().writeValueAsBytes(TraceFile.toJson(sample())));
+    }
+    assertTrue(Files.size(bomb) < TraceFile.MAX_BYTES);
+    TraceFormatException x = assertThrows(TraceFormatException.class, () -> TraceFile.read(bomb));
+    assertTrue(x.getMessage().contains("decompresses to more than a trace may have"), x.getMessage());
+  }
+
+  @Test
   void serviceKey_dependsOnEveryPartOfTheServiceVersion() {
     ServiceVersion a = sample().service();
     assertEquals(a.key(), new ServiceVersion("other/name:tag", a.manifestDigest(), a.platform(), a.command(),
