@@ -24,7 +24,7 @@ public final class FuseManagerServer implements AutoCloseable {
    */
   public static FuseManagerServer serve(FlatpullConfig config, LayerServer layers, String version) throws IOException {
     return new FuseManagerServer(layers,
-        UnixSockets.serve(config.snapshotter().fuseManagerSocket(), new FuseManagerService(layers, version)));
+        UnixSockets.serve(config.snapshotter().fuseManagerSocket(), new FuseManagerService(layers, config.root(), version)));
   }
 
   public void awaitTermination() throws InterruptedException {

@@ -17,6 +17,8 @@ import dev.flatpull.pagecache.CacheStats;
 import dev.flatpull.pagecache.PageCache;
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
+import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -25,10 +27,13 @@ import java.util.logging.Logger;
 public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBase {
   private static final Logger LOG = Logger.getLogger(FuseManagerService.class.getName());
   private final LayerServer server;
+  private final Path root;
   private final String version;
 
-  public FuseManagerService(LayerServer server, String version) {
+  /** @param root the snapshotter's root: the only place the service mounts and unmounts layers */
+  public FuseManagerService(LayerServer server, Path root, String version) {
     this.server = server;
+    this.root = root;
     this.version = version;
   }
 
@@ -43,8 +48,8 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
         }
         manifest = java.util.Optional.of(m);
       }
-      LayerServer.Served s = server.mount(Path.of(r.getMountPoint()), r.getImageRef(), r.getLayerDescriptorJson(),
-          manifest);
+      LayerServer.Served s = server.mount(confined(Path.of(r.getMountPoint())), r.getImageRef(),
+          r.getLayerDescriptorJson(), manifest);
       out.onNext(MountLayerResponse.newBuilder().setEntries(s.entries()).setFormat(s.format()).build());
       out.onCompleted();
     } catch (Exception | StackOverflowError e) {
@@ -57,12 +62,45 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
   @Override
   public void unmount(UnmountLayerRequest r, StreamObserver<UnmountLayerResponse> out) {
     try {
-      server.unmount(Path.of(r.getMountPoint()));
+      server.unmount(confined(Path.of(r.getMountPoint())));
       out.onNext(UnmountLayerResponse.getDefaultInstance());
       out.onCompleted();
     } catch (Exception e) {
       LOG.log(Level.WARNING, "unmounting " + r.getMountPoint() + " failed", e);
       out.onError(Status.INTERNAL.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    }
+  }
+
+  /**
+   * {@code mountPoint}, absolute, if it lies inside the snapshotter's root (where the daemon puts remote snapshots),
+   * symbolic links resolved. The manager runs as root and answers whoever can reach its socket: it must not be a way
+   * to mount a layer over, or unmount, any other path of the node.
+   */
+  private Path confined(Path mountPoint) throws IOException {
+    Path root = real(this.root);
+    Path key = real(mountPoint);
+    if (key.equals(root) || !key.startsWith(root)) {
+      throw new IOException("mount point " + mountPoint + " is outside the snapshotter's root " + root + ": refused");
+    }
+    return mountPoint.toAbsolutePath().normalize();
+  }
+
+  /** {@code p} with symbolic links resolved as far as it exists (a stale mount point may be gone). */
+  private static Path real(Path p) throws IOException {
+    Path abs = p.toAbsolutePath().normalize();
+    Path existing = abs;
+    while (existing != null && !Files.exists(existing)) {
+      existing = existing.getParent();
+    }
+    if (existing == null) {
+      return abs;
+    }
+    try {
+      return existing.toRealPath().resolve(existing.relativize(abs)).normalize();
+    } catch (IOException e) {
+      // A stale FUSE mount (ENOTCONN) cannot be resolved: its parent can.
+      Path parent = existing.getParent();
+      return parent == null ? abs : parent.toRealPath().resolve(parent.relativize(abs)).normalize();
     }
   }
 

@@ -75,7 +75,8 @@ class HostileLayerIT {
     TarWriter.writeEnd(tar);
     HostileLayers.Blob goodLayer = HostileLayers.converted("good", tar.toByteArray(), work);
     String goodRef = push("good", goodLayer);
-    good = Files.createDirectories(work.resolve("good"));
+    // The FUSE manager mounts only inside its root.
+    good = Files.createDirectories(flatpull.root().resolve("hostile/good"));
     manager.mount(good, goodRef, OciDocuments.writeDescriptor(goodLayer.descriptor()), Optional.empty());
     for (HostileLayers.Blob b : HostileLayers.refused()) {
       pushed.put(push(b.name(), b), b);
@@ -129,12 +130,30 @@ class HostileLayerIT {
   }
 
   @Test
+  void fuseManager_refusesMountPointsOutsideItsRoot_directlyOrThroughASymlink() throws Exception {
+    Path outside = Files.createDirectories(work.resolve("outside"));
+    Path link = flatpull.root().resolve("hostile/link-out");
+    Files.createDirectories(link.getParent());
+    Files.createSymbolicLink(link, outside);
+    String ref = pushed.keySet().iterator().next();
+    for (Path at : List.of(outside, link, flatpull.root())) {
+      IOException refused = assertThrows(IOException.class, () -> manager.mount(at, ref,
+          OciDocuments.writeDescriptor(pushed.get(ref).descriptor()), Optional.empty()), at.toString());
+      assertTrue(String.valueOf(refused.getMessage()).contains("outside the snapshotter's root"), refused.getMessage());
+      assertFalse(LayerMount.isMounted(at), at + " mounted");
+      IOException unmount = assertThrows(IOException.class, () -> manager.unmount(at), at.toString());
+      assertTrue(String.valueOf(unmount.getMessage()).contains("outside the snapshotter's root"), unmount.getMessage());
+    }
+    assertGoodLayerServes("refused mount points");
+  }
+
+  @Test
   void fuseManager_refusesEveryHostileLayer_andKeepsServingItsOtherLayers() throws Exception {
     assertGoodLayerServes("mounting");
     int refused = 0;
     for (Map.Entry<String, HostileLayers.Blob> e : pushed.entrySet()) {
       HostileLayers.Blob b = e.getValue();
-      Path at = Files.createDirectories(work.resolve("manager-" + b.name()));
+      Path at = Files.createDirectories(flatpull.root().resolve("hostile/manager-" + b.name()));
       IOException failure = assertThrows(IOException.class, () -> manager.mount(at, e.getKey(),
           OciDocuments.writeDescriptor(b.descriptor()), Optional.empty()), b.name());
       assertTrue(String.valueOf(failure.getMessage()).contains(b.refusal()),
@@ -150,7 +169,7 @@ class HostileLayerIT {
 
   @Test
   void fuseManager_servesAFile4096DirectoriesDeep() throws Exception {
-    Path at = Files.createDirectories(work.resolve("manager-deep"));
+    Path at = Files.createDirectories(flatpull.root().resolve("hostile/manager-deep"));
     manager.mount(at, registry.address() + "/hostile/deep:1", OciDocuments.writeDescriptor(deep.descriptor()),
         Optional.empty());
     try {

@@ -276,10 +276,11 @@ public final class WarmUp {
         Server grpc = null;
         FuseManagerClient client = new FuseManagerClient(socket, List.of(), dir.resolve("manager.log"));
         try {
-          grpc = UnixSockets.serve(socket, new FuseManagerService(server, version));
+          grpc = UnixSockets.serve(socket, new FuseManagerService(server, config.root(), version));
           for (int round = 0; round < 3; round++) {
             client.status(10);
-            Path mountPoint = Files.createDirectories(dir.resolve("mount-" + round));
+            // Inside the manager's root: it refuses mount points anywhere else.
+            Path mountPoint = Files.createDirectories(config.root().resolve("mount-" + round));
             client.mount(mountPoint, pinned, layer, Optional.of(manifest));
             Files.readAllBytes(mountPoint.resolve(name(3 + round % 2)));
             client.unmount(mountPoint);
