@@ -165,14 +165,43 @@ final class RuntimeImageLoading {
     if (at.isEmpty()) {
       return;
     }
-    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(
-        at.get().resolve(path.startsWith("/") ? path.substring(1) : path))) {
+    Optional<Path> file = landingPath(at.get(), path);
+    if (file.isEmpty()) {
+      LOG.warning("runtime image of " + s.reference + " names '" + path + "' for kernel landing, which does not lie"
+          + " inside the layer's mount " + at.get() + ": not read");
+      return;
+    }
+    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(file.get(),
+        java.nio.file.StandardOpenOption.READ, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
       java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(length);
       while (b.hasRemaining() && f.read(b, offset + b.position()) > 0) {
         // Until the extent is read or the file ends.
       }
     } catch (IOException e) {
       // An optimisation only: the service's own read gets the content from the page cache.
+    }
+  }
+
+  /**
+   * The file a runtime image's {@code path} names inside a layer's mount, if it is one: the path comes from an artifact
+   * anyone who can push to the repository may publish, and the manager reads it as root. Leading slashes go (an index
+   * path is relative to the layer), and the result, symbolic links resolved (the layer's own, which the mount shows),
+   * must lie inside the mount: {@code //etc/passwd}, {@code ../..} and links out of the layer are refused.
+   */
+  static Optional<Path> landingPath(Path mountPoint, String path) {
+    String relative = path;
+    while (relative.startsWith("/")) {
+      relative = relative.substring(1);
+    }
+    try {
+      Path root = mountPoint.toRealPath();
+      Path p = root.resolve(relative).normalize();
+      if (relative.isEmpty() || !p.startsWith(root) || !p.toRealPath().startsWith(root)) {
+        return Optional.empty();
+      }
+      return Optional.of(p);
+    } catch (IOException | java.nio.file.InvalidPathException e) {
+      return Optional.empty();
     }
   }
 

@@ -103,4 +103,27 @@ class RuntimeImageLoadingTest {
     loading.awaitAnnounced(announced);
     assertFalse(announced.announcementLate);
   }
+
+  @Test
+  void kernelLanding_readsOnlyInsideTheLayersMount() throws Exception {
+    java.nio.file.Path mount = java.nio.file.Files.createTempDirectory("flatpull-landing");
+    try {
+      java.nio.file.Path etc = java.nio.file.Files.createDirectories(mount.resolve("etc"));
+      java.nio.file.Files.writeString(etc.resolve("passwd"), "layer's own\n");
+      java.nio.file.Files.createSymbolicLink(mount.resolve("out"), java.nio.file.Path.of("/etc"));
+      java.nio.file.Files.createSymbolicLink(mount.resolve("shadow"), java.nio.file.Path.of("/etc/shadow"));
+      assertEquals(java.util.Optional.of(mount.toRealPath().resolve("etc/passwd")),
+          RuntimeImageLoading.landingPath(mount, "/etc/passwd"));
+      assertEquals(java.util.Optional.of(mount.toRealPath().resolve("etc/passwd")),
+          RuntimeImageLoading.landingPath(mount, "//etc/passwd"), "an absolute path is the layer's, never the host's");
+      for (String hostile : java.util.List.of("../../etc/passwd", "etc/../../../etc/passwd", "out/passwd", "shadow",
+          "", "/", "etc/missing")) {
+        assertEquals(java.util.Optional.empty(), RuntimeImageLoading.landingPath(mount, hostile), hostile);
+      }
+    } finally {
+      try (var walk = java.nio.file.Files.walk(mount)) {
+        walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      }
+    }
+  }
 }
