@@ -67,6 +67,31 @@ class RecordIT {
   }
 
   @Test
+  void anEnvironmentValue_reachesTheContainer_butNeitherTheTraceNorItsRuntimeImage() throws Exception {
+    String secret = "s3cret-" + Long.toHexString(System.nanoTime());
+    Path out = dir.resolve("env.fptrace");
+    Cli.Run r = record(out, List.of("exit"), List.of("--env", "FLATPULL_TOKEN=" + secret), "/usr/bin/python3", "-c",
+        "import os, sys; sys.exit(0 if os.environ.get('FLATPULL_TOKEN') == '" + secret + "' else 3)");
+    assertEquals(0, r.exitCode(), "the container ran with the value: " + r.stderr());
+    Trace t = TraceFile.read(out);
+    assertEquals(List.of("FLATPULL_TOKEN"), t.service().environment());
+    byte[] trace;
+    try (var in = new java.util.zip.GZIPInputStream(java.nio.file.Files.newInputStream(out))) {
+      trace = in.readAllBytes();
+    }
+    assertFalse(new String(trace, java.nio.charset.StandardCharsets.UTF_8).contains(secret), "the trace has no value");
+    Path blob = dir.resolve("env.runtime-image");
+    Cli.Run build = Cli.inProcess("runtime-image", "build", "--config", flatpull.config().toString(), "--plain-http",
+        "--trace", out.toString(), "--out", blob.toString(), image);
+    assertEquals(0, build.exitCode(), build.stderr());
+    byte[] built = java.nio.file.Files.readAllBytes(blob);
+    var index = dev.flatpull.runtimeimage.RuntimeImageFormat.read(built).index();
+    assertEquals(List.of("FLATPULL_TOKEN"), index.service().environment(), "the runtime image's index: names only");
+    assertEquals(t.service().key(), index.service().key());
+    assertFalse(new String(built, java.nio.charset.StandardCharsets.ISO_8859_1).contains(secret));
+  }
+
+  @Test
   void pythonImport_untilExit_readsTheInterpreterAndItsLibraries_andNothingElse() throws Exception {
     Path out = dir.resolve("python.fptrace");
     Cli.Run r = record(out, List.of("exit"), List.of("--runs", "2"), "/usr/bin/python3", "-c", "import json, http.server");

@@ -15,7 +15,9 @@ import java.util.Objects;
  * @param manifestDigest the image manifest's digest (the platform's manifest when the reference names an index)
  * @param platform OS/ARCH[/VARIANT]
  * @param command the command and its arguments; empty for the image's default
- * @param environment extra environment, as NAME=VALUE, in the order given
+ * @param environment the names of the extra environment variables, in the order given: never their values, which may
+ *     be secrets (a token a CI job starts the service with) and would be published in the runtime image's index; a
+ *     hash of a short value in the key could be brute-forced, so the key covers names only ({@link #names})
  * @param workingDirectory empty for the image's default
  * @param probes the readiness probes, as given
  */
@@ -31,9 +33,14 @@ public record ServiceVersion(String image, String manifestDigest, String platfor
     probes = List.copyOf(probes);
   }
 
+  /** The names of {@code NAME=VALUE} settings, in order: what a service version records of its environment. */
+  public static List<String> names(List<String> environment) {
+    return environment.stream().map(e -> e.indexOf('=') < 0 ? e : e.substring(0, e.indexOf('='))).toList();
+  }
+
   /**
    * A digest of everything that decides what is read: the manifest digest (not the tag, which moves), platform,
-   * command, environment, working directory and probes. Each field is length-prefixed, so no two keys collide by
+   * command, environment (names), working directory and probes. Each field is length-prefixed, so no two keys collide by
    * concatenation.
    */
   public String key() {

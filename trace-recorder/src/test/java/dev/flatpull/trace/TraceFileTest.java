@@ -22,7 +22,7 @@ class TraceFileTest {
 
   static Trace sample() {
     ServiceVersion s = new ServiceVersion("r.example/app:1", "sha256:" + "ab".repeat(32), "linux/amd64",
-        List.of("python3", "-c", "import json"), List.of("A=1"), "/srv", List.of("exit"));
+        List.of("python3", "-c", "import json"), List.of("A"), "/srv", List.of("exit"));
     return new Trace(s, "0.1.0", Instant.parse("2026-11-30T00:00:00Z"), List.of(812L, 790L), List.of(
         new LayerTrace("sha256:" + "cd".repeat(32), List.of("/usr/bin/python3.11", "/usr/lib/libc.so.6"),
             List.of(new PageRun(0, 0, 10, 0, 2), new PageRun(1, 3, 4, 1500, 1)))));
@@ -65,7 +65,9 @@ class TraceFileTest {
     assertNotEquals(a.key(), new ServiceVersion(a.image(), a.manifestDigest(), a.platform(), List.of("python3"),
         a.environment(), a.workingDirectory(), a.probes()).key());
     assertNotEquals(a.key(), new ServiceVersion(a.image(), a.manifestDigest(), a.platform(), a.command(),
-        List.of("A=2"), a.workingDirectory(), a.probes()).key());
+        List.of("B"), a.workingDirectory(), a.probes()).key());
+    assertEquals(List.of("A", "TOKEN", "B"), ServiceVersion.names(List.of("A=1", "TOKEN=s3cr=t", "B")),
+        "names only: a value is never recorded");
     assertNotEquals(a.key(), new ServiceVersion(a.image(), a.manifestDigest(), a.platform(), a.command(),
         a.environment(), a.workingDirectory(), List.of("tcp://127.0.0.1:80")).key());
     assertNotEquals(new ServiceVersion("i", "d", "p", List.of("ab", "c"), List.of(), "", List.of()).key(),

@@ -74,7 +74,8 @@ final class RecordCommand implements Callable<Integer> {
   @Option(names = "--no-host-network", description = "Give the container its own network namespace (default: the host's, so that probes reach it on 127.0.0.1).")
   boolean noHostNetwork;
 
-  @Option(names = "--env", paramLabel = "NAME=VALUE", description = "Extra environment; repeatable.")
+  @Option(names = "--env", paramLabel = "NAME=VALUE", description = "Extra environment; repeatable. The trace and"
+      + " its runtime images record the names only, never the values.")
   List<String> env = new ArrayList<>();
 
   @Option(names = "--cwd", paramLabel = "DIR", description = "Working directory in the container.")
@@ -107,8 +108,9 @@ final class RecordCommand implements Callable<Integer> {
       layers = resolved.manifest().layers().stream().map(Descriptor::digest).map(Object::toString)
           .collect(Collectors.toSet());
     }
-    ServiceVersion service = new ServiceVersion(reference, manifestDigest, global.platform().toString(), command, env,
-        cwd, probes);
+    // The container gets the values; the trace, and every runtime image built from it, only the names.
+    ServiceVersion service = new ServiceVersion(reference, manifestDigest, global.platform().toString(), command,
+        ServiceVersion.names(env), cwd, probes);
     Path file = out != null ? out : Path.of("trace-" + service.key().substring(7, 19) + ".fptrace");
     try (FuseManagerClient manager = new FuseManagerClient(config.snapshotter().fuseManagerSocket(), List.of(),
         config.root().resolve("fuse-manager.log"))) {
