@@ -1,6 +1,7 @@
 package dev.flatpull.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -168,6 +169,27 @@ class RemoteSnapshotIT {
     } finally {
       Processes.deleteTree(root);
     }
+  }
+
+  @Test
+  @Order(2)
+  void theStateIsTheOwnersOnly_andAContainerOfAnotherUserStillWritesItsTmp() throws Exception {
+    java.nio.file.Path root = flatpull.root();
+    assertEquals("rwx------", java.nio.file.attribute.PosixFilePermissions.toString(
+        java.nio.file.Files.getPosixFilePermissions(root)));
+    // As an unprivileged user, the snapshots (container upper directories, layer trees) cannot even be listed: the
+    // root's own mode forbids it (the harness's directory around it is opened up for the check).
+    java.nio.file.Files.setPosixFilePermissions(root.getParent(),
+        java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+    Processes.Result ls = Processes.run(List.of("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+        "ls", root.resolve("snapshots").toString()), 30);
+    assertNotEquals(0, ls.exitCode(), ls.stdout());
+    assertTrue(ls.stderr().contains("Permission denied"), ls.stderr());
+    // A container whose process runs as 65534 writes to its own /tmp (its upper directory, behind the 0700 root).
+    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "as-nobody",
+        "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c",
+        "echo written-by-$(id -u) > /tmp/mine && cat /tmp/mine");
+    assertEquals("written-by-65534", run.stdout().trim(), run.stderr());
   }
 
   @Test

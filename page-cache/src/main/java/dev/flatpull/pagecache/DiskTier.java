@@ -48,8 +48,10 @@ final class DiskTier {
     this.blobs = dir.resolve("sha256");
     this.tmp = dir.resolve("tmp");
     this.budget = budget;
-    Files.createDirectories(blobs);
-    Files.createDirectories(tmp);
+    // 0700 and entries 0600: a file the image makes 0600 must not be readable from the cache by another user.
+    dev.flatpull.core.OwnerOnly.directory(dir);
+    dev.flatpull.core.OwnerOnly.directory(blobs);
+    dev.flatpull.core.OwnerOnly.directory(tmp);
     try (DirectoryStream<Path> leftovers = Files.newDirectoryStream(tmp)) {
       for (Path p : leftovers) {
         Files.deleteIfExists(p);
@@ -126,7 +128,8 @@ final class DiskTier {
     }
     Path target = path(d);
     Path temp = tmp.resolve(d.hex() + "." + Long.toHexString(ThreadLocalRandom.current().nextLong()));
-    try (FileChannel ch = FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+    try (FileChannel ch = FileChannel.open(temp, java.util.Set.of(StandardOpenOption.CREATE_NEW,
+        StandardOpenOption.WRITE), dev.flatpull.core.OwnerOnly.file())) {
       ByteBuffer buf = ByteBuffer.wrap(content);
       while (buf.hasRemaining()) {
         ch.write(buf);

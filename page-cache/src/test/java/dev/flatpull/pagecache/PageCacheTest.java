@@ -65,6 +65,21 @@ class PageCacheTest {
   }
 
   @Test
+  void theCache_isTheOwnersOnly_itsDirectories0700_itsEntries0600() throws IOException {
+    byte[] b = bytes(5_000);
+    PageCache cache = open();
+    cache.put(Digest.sha256(b), b);
+    cache.awaitWrites();
+    assertEquals("rwx------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)));
+    try (var walk = Files.walk(dir)) {
+      for (java.nio.file.Path p : walk.toList()) {
+        String mode = java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(p));
+        assertEquals(Files.isDirectory(p) ? "rwx------" : "rw-------", mode, p.toString());
+      }
+    }
+  }
+
+  @Test
   void getOrLoad_writesBehind_butTheEntryIsOnDiskOnceWritesAreAwaited() throws IOException {
     byte[] b = bytes(20_000);
     PageCache cache = open();

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import dev.flatpull.core.OwnerOnly;
 import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -132,7 +133,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
 
   private static OverlaySnapshotter open(Path root, RemoteLayers remote, SnapshotterMetrics metrics,
       boolean crashPoints, Environment env) throws IOException {
-    Files.createDirectories(root);
+    // 0700: nothing under the root (container upper directories, layer trees, the page cache) is any other user's.
+    OwnerOnly.directory(root);
     FileChannel ch = FileChannel.open(root.resolve("lock"), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
     FileLock rootLock;
     try {
@@ -146,8 +148,9 @@ public final class OverlaySnapshotter implements AutoCloseable {
       throw new IOException("another flatpull daemon is serving " + root);
     }
     try {
-      Files.createDirectories(root.resolve("snapshots"));
-      Files.createDirectories(root.resolve("remote"));
+      OwnerOnly.fileMode(root.resolve("lock"));
+      OwnerOnly.directory(root.resolve("snapshots"));
+      OwnerOnly.directory(root.resolve("remote"));
       RemovalStaging.sweepAbandoned(root.resolve("staging"));
       MetadataStore store = MetadataStore.open(root.resolve("metadata.db"), env.clock());
       RemovalStaging staging = RemovalStaging.open(root.resolve("staging"));
@@ -281,11 +284,13 @@ public final class OverlaySnapshotter implements AutoCloseable {
             throw SnapshotException.alreadyExists("snapshot " + quote(key) + " already exists");
           }
           Optional<Snapshot> p = committedParent(tx, parent);
+          OwnerOnly.directory(temp);
           Files.createDirectories(temp.resolve("fs"));
-          // The container's root directory: 0755 as containerd's overlay snapshotter makes it, whatever the umask.
+          // The container's root directory: 0755 as containerd's overlay snapshotter makes it, whatever the umask,
+          // behind its 0700 parent.
           Files.setPosixFilePermissions(temp.resolve("fs"), PosixFilePermissions.fromString("rwxr-xr-x"));
           if (kind == Kind.ACTIVE) {
-            Files.createDirectories(temp.resolve("work"));
+            OwnerOnly.directory(temp.resolve("work"));
           }
           reach(CrashPoint.PREPARE_DIRECTORY_CREATED);
           Snapshot s = tx.insert(key, p, kind, labels, Optional.empty(), Optional.empty());

@@ -82,6 +82,34 @@ class OverlaySnapshotterTest {
   }
 
   @Test
+  void theState_isTheOwnersOnly_evenOnARootAnOlderVersionLeftOpen() throws Exception {
+    java.util.function.Function<Path, String> mode = p -> {
+      try {
+        return java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(p));
+      } catch (IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    };
+    Files.setPosixFilePermissions(root, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+    Files.createDirectories(root.resolve("snapshots"));
+    Files.setPosixFilePermissions(root.resolve("snapshots"),
+        java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+    try (OverlaySnapshotter s = open(RemoteLayers.NONE, new SnapshotterCounters())) {
+      assertEquals("rwx------", mode.apply(root));
+      assertEquals("rwx------", mode.apply(root.resolve("snapshots")));
+      assertEquals("rwx------", mode.apply(root.resolve("remote")));
+      assertEquals("rw-------", mode.apply(root.resolve("lock")));
+      Path fs = Path.of(s.prepare("a", "", Map.of()).get(0).source());
+      assertEquals("rwxr-xr-x", mode.apply(fs), "the container's / as containerd makes it");
+      assertEquals("rwx------", mode.apply(fs.getParent()), "behind its 0700 parent");
+      s.commit("c", "a", Map.of());
+      List<SnapshotMount> child = s.prepare("b", "c", Map.of());
+      String work = child.get(0).options().stream().filter(o -> o.startsWith("workdir=")).findFirst().orElseThrow();
+      assertEquals("rwx------", mode.apply(Path.of(work.substring("workdir=".length()))));
+    }
+  }
+
+  @Test
   void prepareCommitRemove_andTheMountsOfEachKind() throws Exception {
     try (OverlaySnapshotter s = open(RemoteLayers.NONE, new SnapshotterCounters())) {
       List<SnapshotMount> m = s.prepare("a", "", Map.of());
