@@ -18,7 +18,13 @@ import java.util.Set;
  */
 public record RegistryEndpoint(
     URI base, Set<Capability> capabilities, boolean skipVerify, Map<String, List<String>> headers,
-    boolean overridePath) {
+    boolean overridePath, List<java.nio.file.Path> ca, List<ClientCertificate> clients) {
+
+  /**
+   * A client certificate from {@code hosts.toml}'s {@code client}: PEM files, the key (PKCS#8) in its own file or, when
+   * {@code key} is empty, in the certificate's.
+   */
+  public record ClientCertificate(java.nio.file.Path certificate, java.util.Optional<java.nio.file.Path> key) {}
 
   /** containerd's host capabilities. */
   public enum Capability {
@@ -34,6 +40,13 @@ public record RegistryEndpoint(
     }
     capabilities = Set.copyOf(capabilities);
     headers = Map.copyOf(headers);
+    ca = List.copyOf(ca);
+    clients = List.copyOf(clients);
+  }
+
+  public RegistryEndpoint(URI base, Set<Capability> capabilities, boolean skipVerify, Map<String, List<String>> headers,
+      boolean overridePath) {
+    this(base, capabilities, skipVerify, headers, overridePath, List.of(), List.of());
   }
 
   public static RegistryEndpoint origin(URI base) {

@@ -37,10 +37,10 @@ public final class RegistryHosts {
     TomlTable top = TomlTable.parse(file.get());
     List<RegistryEndpoint> out = new ArrayList<>();
     for (Map.Entry<String, TomlTable> e : top.subTables("host").entrySet()) {
-      out.add(endpoint(e.getValue(), uri(top, "host." + e.getKey(), e.getKey()), true));
+      out.add(endpoint(e.getValue(), uri(top, "host." + e.getKey(), e.getKey()), true, file.get().getParent()));
     }
     URI server = top.has("server") ? uri(top, "server", top.string("server", "")) : defaultServer;
-    out.add(endpoint(top, server, false));
+    out.add(endpoint(top, server, false, file.get().getParent()));
     top.rejectUnknownKeys();
     return List.copyOf(out);
   }
@@ -67,7 +67,7 @@ public final class RegistryHosts {
    * @param ownTable whether {@code t} holds this endpoint only (a {@code [host."URL"]} table), so that any other key in
    *     it is a typo; the top-level table is checked by the caller, as it also holds {@code server} and {@code host}
    */
-  private static RegistryEndpoint endpoint(TomlTable t, URI base, boolean ownTable) throws ConfigException {
+  private static RegistryEndpoint endpoint(TomlTable t, URI base, boolean ownTable, Path dir) throws ConfigException {
     Set<Capability> caps = EnumSet.noneOf(Capability.class);
     for (String c : t.strings("capabilities", List.of("pull", "resolve", "push"))) {
       switch (c) {
@@ -80,13 +80,27 @@ public final class RegistryHosts {
     boolean skipVerify = t.bool("skip_verify", false);
     boolean overridePath = t.bool("override_path", false);
     Map<String, List<String>> headers = t.stringLists("header");
-    // Accepted for compatibility with containerd's files; custom CAs and client certificates are not supported yet.
-    t.strings("ca", List.of());
-    t.strings("client", List.of());
+    // Private CAs and client certificates, as containerd reads them: paths relative to the host's directory.
+    List<Path> ca = new ArrayList<>();
+    for (String c : t.strings("ca", List.of())) {
+      ca.add(readable(t, "ca", dir.resolve(c)));
+    }
+    List<RegistryEndpoint.ClientCertificate> clients = new ArrayList<>();
+    for (List<String> pair : t.stringPairs("client")) {
+      clients.add(new RegistryEndpoint.ClientCertificate(readable(t, "client", dir.resolve(pair.get(0))),
+          pair.size() == 2 ? Optional.of(readable(t, "client", dir.resolve(pair.get(1)))) : Optional.empty()));
+    }
     if (ownTable) {
       t.rejectUnknownKeys();
     }
-    return new RegistryEndpoint(base, caps, skipVerify, headers, overridePath);
+    return new RegistryEndpoint(base, caps, skipVerify, headers, overridePath, ca, clients);
+  }
+
+  private static Path readable(TomlTable t, String key, Path file) throws ConfigException {
+    if (!Files.isReadable(file)) {
+      throw t.invalid(key, file + " is not a readable file");
+    }
+    return file;
   }
 
   private static URI uri(TomlTable t, String key, String text) throws ConfigException {

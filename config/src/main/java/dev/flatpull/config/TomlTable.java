@@ -225,6 +225,34 @@ final class TomlTable {
     return List.copyOf(out);
   }
 
+  /**
+   * containerd's {@code client} key: a string (one file holding certificate and key), or an array of such strings
+   * and of {@code [certificate, key]} pairs. Each element is a list of one or two strings.
+   */
+  List<List<String>> stringPairs(String key) throws ConfigException {
+    JsonNode v = value(key);
+    if (v == null) {
+      return List.of();
+    }
+    if (v.isTextual()) {
+      return List.of(List.of(v.asText()));
+    }
+    if (!v.isArray()) {
+      throw invalid(key, "must be a path or an array of paths and [certificate, key] pairs");
+    }
+    List<List<String>> out = new ArrayList<>();
+    for (JsonNode item : v) {
+      if (item.isTextual()) {
+        out.add(List.of(item.asText()));
+      } else if (item.isArray() && item.size() == 2 && item.get(0).isTextual() && item.get(1).isTextual()) {
+        out.add(List.of(item.get(0).asText(), item.get(1).asText()));
+      } else {
+        throw invalid(key, "must be a path or an array of paths and [certificate, key] pairs");
+      }
+    }
+    return List.copyOf(out);
+  }
+
   /** A table whose values are strings or arrays of strings (HTTP headers). */
   Map<String, List<String>> stringLists(String key) throws ConfigException {
     TomlTable t = table(key);

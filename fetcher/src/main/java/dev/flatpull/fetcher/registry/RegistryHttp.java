@@ -82,6 +82,7 @@ final class RegistryHttp implements AutoCloseable {
 
   private final OkHttpClient client;
   private final OkHttpClient insecureClient;
+  private final java.util.Map<RegistryEndpoint, OkHttpClient> tlsClients = new java.util.concurrent.ConcurrentHashMap<>();
   private final RegistrySettings settings;
   private final RegistryHosts hosts;
   private final RegistryCredentials credentials;
@@ -113,7 +114,9 @@ final class RegistryHttp implements AutoCloseable {
             .retryOnConnectionFailure(false)
             // okhttp drops Authorization when a redirect leaves the host (blob storage), as the spec requires.
             .followRedirects(true)
+            // From http to https is followed; the other way round is refused by guardRedirects.
             .followSslRedirects(true)
+            .addNetworkInterceptor(RegistryHttp::guardRedirects)
             .build();
     this.insecureClient = InsecureTls.derive(client);
   }
@@ -195,7 +198,7 @@ final class RegistryHttp implements AutoCloseable {
         ? call.path()
         : endpoint.apiRoot() + call.path();
     String authHost = endpoint.base().getAuthority();
-    OkHttpClient http = endpoint.skipVerify() ? insecureClient : client;
+    OkHttpClient http = endpoint.skipVerify() ? insecureClient : clientFor(endpoint);
     int attempt = 0;
     boolean refreshedAuth = false;
     while (true) {
@@ -208,6 +211,10 @@ final class RegistryHttp implements AutoCloseable {
         Optional<String> authorization = authorization(authHost, endpoint, call);
         Request.Builder rb = new Request.Builder().url(url).header("User-Agent", USER_AGENT);
         endpoint.headers().forEach((k, vs) -> vs.forEach(v -> rb.addHeader(k, v)));
+        if (!endpoint.headers().isEmpty()) {
+          HttpUrl at = HttpUrl.get(url);
+          rb.tag(ConfiguredHeaders.class, new ConfiguredHeaders(at.host(), at.port(), endpoint.headers().keySet()));
+        }
         call.headers().forEach(rb::header);
         authorization.ifPresent(a -> rb.header("Authorization", a));
         rb.method(call.method(), call.body());
@@ -396,7 +403,7 @@ final class RegistryHttp implements AutoCloseable {
       if (cached.isPresent()) {
         return Optional.of("Bearer " + cached.get());
       }
-      return Optional.of("Bearer " + fetchToken(authHost, challenge, cred, call));
+      return Optional.of("Bearer " + fetchToken(authHost, challenge, cred, call, endpoint));
     }
     throw new RegistryAuthenticationException(
         "unsupported authentication scheme '" + challenge.scheme() + "'", endpoint.base().toString(), 401, null);
@@ -421,15 +428,62 @@ final class RegistryHttp implements AutoCloseable {
     }
   }
 
+  /** The headers {@code hosts.toml} configured for an endpoint, which go to its own host only. */
+  private record ConfiguredHeaders(String host, int port, java.util.Set<String> names) {}
+
+  /**
+   * On every request okhttp sends, redirects included: configured headers are dropped when a redirect leaves the
+   * endpoint's host (okhttp drops only Authorization), and a redirect from https to plain http is refused.
+   */
+  private static Response guardRedirects(okhttp3.Interceptor.Chain chain) throws IOException {
+    Request request = chain.request();
+    ConfiguredHeaders configured = request.tag(ConfiguredHeaders.class);
+    if (configured != null && !(request.url().host().equals(configured.host())
+        && request.url().port() == configured.port())) {
+      Request.Builder stripped = request.newBuilder();
+      configured.names().forEach(stripped::removeHeader);
+      request = stripped.build();
+    }
+    Response response = chain.proceed(request);
+    if (response.isRedirect() && request.isHttps()) {
+      String location = response.header("Location");
+      HttpUrl to = location == null ? null : request.url().resolve(location);
+      if (to != null && !to.isHttps()) {
+        response.close();
+        throw new RegistryProtocolException("refused a redirect from " + request.url().redact() + " to plain http "
+            + to.redact(), request.url().host(), response.code(), null);
+      }
+    }
+    return response;
+  }
+
+  /** The client for {@code endpoint}: the shared one, or one with its hosts.toml's private CA and client certificate. */
+  private OkHttpClient clientFor(RegistryEndpoint endpoint) throws IOException {
+    if (endpoint.ca().isEmpty() && endpoint.clients().isEmpty()) {
+      return client;
+    }
+    OkHttpClient derived = tlsClients.get(endpoint);
+    if (derived == null) {
+      derived = EndpointTls.derive(client, endpoint);
+      tlsClients.putIfAbsent(endpoint, derived);
+    }
+    return derived;
+  }
+
   /** The bearer token flow of the distribution spec's token authentication (GET, or OAuth2 POST for identity tokens). */
-  private String fetchToken(String authHost, AuthChallenge challenge, Optional<RegistryCredential> cred, Call call)
-      throws IOException {
+  private String fetchToken(String authHost, AuthChallenge challenge, Optional<RegistryCredential> cred, Call call,
+      RegistryEndpoint endpoint) throws IOException {
     String realm =
         challenge.param("realm")
             .orElseThrow(() -> new RegistryAuthenticationException("bearer challenge without realm", authHost, 401, null));
     HttpUrl realmUrl = HttpUrl.parse(realm);
     if (realmUrl == null) {
       throw new RegistryAuthenticationException("bearer realm is not a URL: " + realm, authHost, 401, null);
+    }
+    if (!realmUrl.isHttps() && !endpoint.plainHttp()) {
+      // The token request carries the credentials: a registry reached over TLS does not get to send them in clear.
+      throw new RegistryAuthenticationException("bearer realm " + realm + " is plain http, and " + endpoint.base()
+          + " is reached over https: refused", authHost, 401, null);
     }
     Request.Builder rb = new Request.Builder().header("User-Agent", USER_AGENT);
     Optional<String> service = challenge.param("service");
