@@ -156,6 +156,19 @@ class SkopeoZstdChunkedIT {
     assertFalse(l.get("tarSplitChecked").asBoolean(), "and no tar-split");
   }
 
+  /**
+   * Debian's skopeo drops the tar's two trailing zero blocks when it compresses and keeps the config's diff_id:
+   * {@code inspect --verify} downloads the layer whole and says so, loudly, with exit 1.
+   */
+  @Test
+  void inspectVerify_saysTheLayersDiffIdDoesNotMatchItsConfig() throws Exception {
+    Cli.Run r = Cli.inProcess("inspect", "--plain-http", "--verify", "--json", ref);
+    assertEquals(1, r.exitCode(), r.stderr());
+    assertTrue(r.stderr().contains("MISMATCH") && r.stderr().contains(layer().get("digest").asText()), r.stderr());
+    JsonNode l = json.readTree(r.stdout()).get("layers").get(0);
+    assertFalse(l.get("diffIdMatches").asBoolean(), l.toString());
+  }
+
   @Test
   void everyFile_readThroughCat_isTheSourceFile() throws Exception {
     for (String name : regularFiles) {
