@@ -1,6 +1,7 @@
 package dev.flatpull.runtimeimage;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.RuntimeImageSettings;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
@@ -53,11 +54,30 @@ class RuntimeImageSelectionTest {
   @Test
   void configuredService_winsOverNewer_andAbsentOneIsSaid() {
     RuntimeImageSettings a = new RuntimeImageSettings(Verification.IMAGE, 256 << 10, 9, true, Optional.of("a"),
-        java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30), false);
+        java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30), false, RuntimeImageSettings.Limits.DEFAULTS);
     assertEquals(OLD, RuntimeImageSelection.of(List.of(NEW, OLD), a).chosen().orElseThrow());
     RuntimeImageSettings z = new RuntimeImageSettings(Verification.IMAGE, 256 << 10, 9, true, Optional.of("z"),
-        java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30), false);
+        java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30), false, RuntimeImageSettings.Limits.DEFAULTS);
     assertEquals(Optional.of("no_such_service"), RuntimeImageSelection.of(List.of(NEW, OLD), z).reason());
+  }
+
+  @Test
+  void aLaterPushOfAnotherService_whileTheServiceIsConfigured_isPassedOver_andEveryOtherOneSaysWhy() {
+    RuntimeImageArtifact mine = artifact("a", "2026-11-01T00:00:00Z", "image");
+    RuntimeImageArtifact mineBefore = artifact("a", "2026-10-01T00:00:00Z", "image");
+    RuntimeImageArtifact later = artifact("intruder", "2099-01-01T00:00:00Z", "image");
+    RuntimeImageSelection s = RuntimeImageSelection.of(List.of(later, mineBefore, PAGES, mine),
+        RuntimeImageSettings.DEFAULTS.withService(Optional.of("a")));
+    assertEquals(mine, s.chosen().orElseThrow());
+    assertEquals(List.of(new RuntimeImageSelection.PassedOver(PAGES, "other_verification"),
+        new RuntimeImageSelection.PassedOver(later, "other_service"),
+        new RuntimeImageSelection.PassedOver(mineBefore, "older")), s.passedOver());
+    assertTrue(s.passedOverDetail().contains(later.digest().shortHex() + " (service intruder, other_service)"),
+        s.passedOverDetail());
+    // Without a configured service the newest wins, whoever pushed it: the node's operator chose that.
+    RuntimeImageSelection newest = RuntimeImageSelection.of(List.of(later, mine), RuntimeImageSettings.DEFAULTS);
+    assertEquals(later, newest.chosen().orElseThrow());
+    assertEquals(List.of(new RuntimeImageSelection.PassedOver(mine, "older")), newest.passedOver());
   }
 
   @Test
