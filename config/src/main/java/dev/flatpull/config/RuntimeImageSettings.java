@@ -21,11 +21,40 @@ import java.util.Optional;
  *     readahead window around them, which would be lazy fetches)
  * @param kernelLanding whether arriving content is also read through the layer's FUSE mount, in first-access order,
  *     so that it lands in the kernel's page cache before the service asks for it
+ * @param limits how much a runtime image may ask of a node, relative to the image it belongs to
  */
 public record RuntimeImageSettings(Verification verify, long frameSize, int level, boolean load,
-    Optional<String> service, Duration stall, Duration startupWindow, boolean kernelLanding) {
+    Optional<String> service, Duration stall, Duration startupWindow, boolean kernelLanding, Limits limits) {
   public static final RuntimeImageSettings DEFAULTS = new RuntimeImageSettings(Verification.IMAGE, 256L << 10, 9,
-      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), false);
+      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), false, Limits.DEFAULTS);
+
+  /**
+   * What a node accepts of a runtime image, bounded by the image it belongs to (docs/runtime-images.md, "Limits"):
+   * anyone who can push to a repository can publish one, and every node starting the image reads it.
+   *
+   * @param maxShare the largest share of the image's file content a runtime image may bring: a start-up working set,
+   *     not the image (a runtime image promising more is not streamed; the lazy loader serves the start)
+   * @param indexBytesPerExtent the index's decompressed bytes allowed per extent the image's TOCs make possible (an
+   *     extent is a chunk of a TOC, or a page in page mode; one written by flatpull takes about 130)
+   * @param frameSlack bytes a frame may hold beyond the extents it carries, and its compressed length beyond zstd's
+   *     bound for its content
+   */
+  public record Limits(double maxShare, int indexBytesPerExtent, long frameSlack) {
+    public static final Limits DEFAULTS = new Limits(0.75, 256, 4096);
+
+    public Limits {
+      if (!(maxShare > 0) || maxShare > 1) {
+        throw new IllegalArgumentException("max share must be greater than 0 and at most 1, got " + maxShare);
+      }
+      if (indexBytesPerExtent < 64 || indexBytesPerExtent > 65536) {
+        throw new IllegalArgumentException("index bytes per extent must be within 64..65536, got "
+            + indexBytesPerExtent);
+      }
+      if (frameSlack < 0 || frameSlack > (1L << 20)) {
+        throw new IllegalArgumentException("frame slack must be within 0..1 MiB, got " + frameSlack);
+      }
+    }
+  }
 
   /** What a runtime image's content is verified against. */
   public enum Verification {
@@ -67,6 +96,7 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
     Objects.requireNonNull(service);
     Objects.requireNonNull(stall);
     Objects.requireNonNull(startupWindow);
+    Objects.requireNonNull(limits);
     if (stall.isNegative() || stall.isZero()) {
       throw new IllegalArgumentException("stall must be longer than zero");
     }
@@ -79,14 +109,22 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
   }
 
   public RuntimeImageSettings withVerify(Verification v) {
-    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, kernelLanding);
+    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, kernelLanding, limits);
   }
 
   public RuntimeImageSettings withLoad(boolean l) {
-    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, kernelLanding);
+    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, kernelLanding, limits);
+  }
+
+  public RuntimeImageSettings withLimits(Limits l) {
+    return new RuntimeImageSettings(verify, frameSize, level, load, service, stall, startupWindow, kernelLanding, l);
+  }
+
+  public RuntimeImageSettings withService(Optional<String> s) {
+    return new RuntimeImageSettings(verify, frameSize, level, load, s, stall, startupWindow, kernelLanding, limits);
   }
 
   public RuntimeImageSettings withFrameSize(long bytes) {
-    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, kernelLanding);
+    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, kernelLanding, limits);
   }
 }

@@ -185,6 +185,18 @@ final class TomlTable {
     return inRange(key, n << shift, min, max);
   }
 
+  /** A share: a number greater than 0 and at most 1, such as {@code 0.75}. */
+  double share(String key, double fallback) throws ConfigException {
+    JsonNode v = value(key);
+    if (v == null) {
+      return fallback;
+    }
+    if (!v.isNumber() || !(v.asDouble() > 0) || v.asDouble() > 1) {
+      throw invalid(key, "must be a number greater than 0 and at most 1, such as 0.75");
+    }
+    return v.asDouble();
+  }
+
   /** A duration string such as {@code "250ms"}, {@code "30s"}, {@code "5m"}, {@code "1h"}. */
   Duration duration(String key, Duration fallback) throws ConfigException {
     JsonNode v = value(key);

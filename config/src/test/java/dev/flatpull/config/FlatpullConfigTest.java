@@ -66,6 +66,9 @@ class FlatpullConfigTest {
         stall = "250ms"
         startup_window = "5s"
         kernel_landing = true
+        max_share = 0.5
+        index_bytes_per_extent = 512
+        frame_slack = "8KiB"
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -95,7 +98,18 @@ class FlatpullConfigTest {
     assertEquals(Duration.ofMillis(250), c.runtimeImage().stall());
     assertEquals(Duration.ofSeconds(5), c.runtimeImage().startupWindow());
     assertEquals(true, c.runtimeImage().kernelLanding());
+    assertEquals(new RuntimeImageSettings.Limits(0.5, 512, 8192), c.runtimeImage().limits());
     assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
+  }
+
+  @Test
+  void parse_aShareOutsideZeroToOne_isRefusedNamingTheKey() {
+    for (String v : List.of("0", "1.5", "-0.2", "\"half\"")) {
+      ConfigException e = assertThrows(ConfigException.class,
+          () -> FlatpullConfig.parse("f.toml", "[runtime_image]\nmax_share = " + v + "\n"));
+      assertEquals("runtime_image.max_share", e.key(), v);
+    }
+    assertEquals(0.75, FlatpullConfig.DEFAULTS.runtimeImage().limits().maxShare());
   }
 
   @Test

@@ -30,9 +30,19 @@ public interface RemoteLayerMetrics {
   /**
    * The runtime-image lookup of an image ended: {@code result} is {@code loaded} (it brought content, perhaps not all),
    * or why none was used (a selection reason such as {@code none_found}, or {@code lookup_failed}, {@code malformed},
-   * {@code mismatch}, {@code stream_failed}, {@code disabled}).
+   * {@code mismatch}, {@code over_limit}, {@code stream_failed}, {@code disabled}).
    */
   default void runtimeImageLookup(String result) {}
+
+  /**
+   * A runtime image hit one of the limits its image sets ({@code index_size}, {@code blob_size}, {@code frame_size},
+   * {@code working_set}: refused whole) or carried frames without extents ({@code frame_without_extent}: those were
+   * not fetched, {@code count} of them).
+   */
+  default void runtimeImageLimit(String limit, long count) {}
+
+  /** A listed runtime image was not chosen: {@code reason} is {@code other_verification}, {@code other_service} or {@code older}. */
+  default void runtimeImagePassedOver(String reason) {}
 
   /**
    * A runtime image was streamed.

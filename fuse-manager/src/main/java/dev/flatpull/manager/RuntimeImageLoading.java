@@ -10,6 +10,7 @@ import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.pagecache.ProducerProgress;
 import dev.flatpull.runtimeimage.RuntimeImageArtifact;
 import dev.flatpull.runtimeimage.RuntimeImageFormatException;
+import dev.flatpull.runtimeimage.RuntimeImageLimitException;
 import dev.flatpull.runtimeimage.RuntimeImageMismatchException;
 import dev.flatpull.runtimeimage.RuntimeImagePublisher;
 import dev.flatpull.runtimeimage.RuntimeImageSelection;
@@ -91,6 +92,10 @@ final class RuntimeImageLoading {
       RuntimeImagePublisher publisher = new RuntimeImagePublisher(client,
           new Referrers(client, Sleeper.SYSTEM, clock, new Random()));
       RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), settings);
+      chosen.passedOver().forEach(p -> metrics.runtimeImagePassedOver(p.reason()));
+      if (!chosen.passedOver().isEmpty()) {
+        LOG.info("runtime images of " + s.reference + " passed over: " + chosen.passedOverDetail());
+      }
       if (chosen.chosen().isEmpty()) {
         metrics.runtimeImageLookup(chosen.reason().orElse("none_found"));
         LOG.info("no runtime image for " + s.reference + ": " + chosen.detail() + "; lazy loading only");
@@ -125,16 +130,21 @@ final class RuntimeImageLoading {
                 }
               }
             }
-          }, settings.verify());
+          }, settings.verify(), settings.limits());
       RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
       Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
       Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
       metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");
       metrics.runtimeImageStreamed(o, took, age);
+      if (o.ignoredFrames() > 0) {
+        metrics.runtimeImageLimit("frame_without_extent", o.ignoredFrames());
+        LOG.warning("runtime image " + artifact.digest().shortHex() + " of " + s.reference + " has "
+            + o.ignoredFrames() + " frame(s) that carry no extent: not fetched");
+      }
       String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
           + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
           + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
-          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "");
+          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "") + "; " + o.headroom();
       if (o.failure().isPresent()) {
         LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
       } else {
@@ -143,6 +153,9 @@ final class RuntimeImageLoading {
       s.runtimeImage.complete(o.delivered() + o.reused() > 0);
     } catch (RuntimeImageMismatchException e) {
       fellBack(s, "mismatch", e);
+    } catch (RuntimeImageLimitException e) {
+      metrics.runtimeImageLimit(e.limit(), 1);
+      fellBack(s, "over_limit", e);
     } catch (RuntimeImageFormatException e) {
       fellBack(s, "malformed", e);
     } catch (Exception e) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.github.luben.zstd.Zstd;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.core.Digest;
@@ -285,7 +286,17 @@ class RuntimeImageColdStartIT {
   void python_coldStartWithItsRuntimeImage_sixRequests_hitRatioAbove95_bytesNearTheRuntimeImage() throws Exception {
     byte[] blob = blobOf(python, artifactOf(python, tracePythonA));
     try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
-      assertStartedFromItsRuntimeImage("python", n, pythonStart(n, "py-ri", PYTHON_A), blob);
+      Start s = pythonStart(n, "py-ri", PYTHON_A);
+      assertStartedFromItsRuntimeImage("python", n, s, blob);
+      // Service B's runtime image was pushed after A's: the configured service wins, B is passed over and counted.
+      assertEquals(1.0, s.delta("flatpull_runtime_image_passed_over_total{reason=\"other_service\"}"),
+          n.flatpull().log());
+      assertTrue(n.flatpull().log().contains("passed over: "), n.flatpull().log());
+      // How close it came to the limits its image sets (docs/runtime-images.md, "Limits").
+      String log = n.flatpull().log();
+      String headroom = log.lines().filter(l -> l.contains(" of the image's ")).findFirst()
+          .orElseThrow(() -> new AssertionError("no headroom logged:\n" + log));
+      System.out.println("python, runtime image: " + headroom.substring(headroom.lastIndexOf("; index ") + 2));
       assertServedFilesMatch(n, tracePythonA, DebianImage.pythonRootfs());
     }
   }
@@ -438,7 +449,50 @@ class RuntimeImageColdStartIT {
 
     byte[] truncated = Arrays.copyOf(good, (int) layout.frameStart(Math.min(2, layout.index().frames().size() - 1)));
     badStart("truncated blob", layout.index(), truncated, subject,
-        "flatpull_runtime_image_rejected_total{reason=\"stream_failed\"}");
+        "flatpull_runtime_image_rejected_total{reason=\"stream_failed\"}",
+        "flatpull_runtime_image_limits_total{limit=\"blob_size\"}");
+
+    // Limits the image sets: each refused before a frame is read, and the start is lazy.
+    byte[] bomb = Zstd.compress(new byte[64 << 20], 19);
+    byte[] bombBlob = new byte[RuntimeImageFormat.HEADER_SIZE + bomb.length];
+    System.arraycopy(good, 0, bombBlob, 0, 20);
+    java.nio.ByteBuffer.wrap(bombBlob, 20, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(bomb.length);
+    System.arraycopy(bomb, 0, bombBlob, RuntimeImageFormat.HEADER_SIZE, bomb.length);
+    badStart("zstd-bomb index (" + bomb.length + " bytes announcing 64 MiB)", layout.index(), bombBlob, subject,
+        "flatpull_runtime_image_limits_total{limit=\"index_size\"}");
+
+    RuntimeImageIndex padded = withUnusedFiles(layout.index(), 200_000);
+    badStart("index larger than the image's TOCs can need", padded, rewrite(good, layout, padded), subject,
+        "flatpull_runtime_image_limits_total{limit=\"index_size\"}");
+
+    byte[] longer = Arrays.copyOf(good, good.length + (4 << 20));
+    new Random(11).nextBytes(longer);
+    System.arraycopy(good, 0, longer, 0, good.length);
+    badStart("blob longer than its index promises", layout.index(), longer, subject,
+        "flatpull_runtime_image_limits_total{limit=\"blob_size\"}");
+
+    badStartOn("max_share = 0.001", "runtime image of more than a working set", layout.index(), good, subject,
+        "flatpull_runtime_image_limits_total{limit=\"working_set\"}");
+
+    // A frame no extent names, after frame 0: counted, never fetched; the rest of the runtime image serves the start.
+    byte[] noise = new byte[16 << 20];
+    new Random(13).nextBytes(noise);
+    byte[] noiseFrame = Zstd.compress(noise, 1);
+    RuntimeImageIndex withNoise = withFrameAfterTheFirst(layout.index(), noiseFrame.length, noise.length);
+    List<byte[]> frames = new ArrayList<>(layout.frames(good));
+    frames.add(1, noiseFrame);
+    byte[] noisy = RuntimeImageFormat.write(withNoise, frames);
+    RuntimeImageFormat.Layout noisyLayout = RuntimeImageFormat.read(noisy);
+    Start s = badStart("a frame without extents", withNoise, noisy, subject,
+        "flatpull_runtime_image_limits_total{limit=\"frame_without_extent\"}");
+    assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), s.describe());
+    long noiseEnd = noisyLayout.frameStart(1) + noiseFrame.length;
+    String blobPath = "/blobs/" + Digest.sha256(noisy);
+    assertTrue(s.requests().stream().anyMatch(r -> r.path().endsWith(blobPath)
+        && r.range().equals("bytes=" + noiseEnd + "-" + (noisy.length - 1))), "frames after the noise by range: "
+        + s.describe());
+    assertTrue(s.bytesDown() < good.length + noise.length / 2 + tocBytes(s), "the noise frame did not come down: "
+        + s.describe());
 
     // A registry that fails mid-stream: the good runtime image again, its blob's connection cut after 100 KB.
     publisher(python).push(layout.index(), good, subject);
@@ -503,13 +557,19 @@ class RuntimeImageColdStartIT {
   }
 
   /** Pushes {@code blob} (when given) as the service's runtime image, cold-starts, and checks the fallback. */
-  private static void badStart(String what, RuntimeImageIndex index, byte[] blob, Descriptor subject,
+  private static Start badStart(String what, RuntimeImageIndex index, byte[] blob, Descriptor subject,
+      String... reasons) throws Exception {
+    return badStartOn("", what, index, blob, subject, reasons);
+  }
+
+  /** {@link #badStart} on a node whose {@code [runtime_image]} table also holds {@code toml}. */
+  private static Start badStartOn(String toml, String what, RuntimeImageIndex index, byte[] blob, Descriptor subject,
       String... reasons) throws Exception {
     if (blob != null) {
       publisher(python).push(index, blob, subject);
     }
     // The node loads service A's runtime image, whichever is newer.
-    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
+    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"\n" + toml, Optional.empty())) {
       Start s = pythonStart(n, "py-bad", PYTHON_A);
       double why = 0;
       for (String r : reasons) {
@@ -519,7 +579,39 @@ class RuntimeImageColdStartIT {
       assertTrue(why > 0, what + ": none of " + List.of(reasons) + " counted:\n" + n.metrics() + "\n"
           + n.flatpull().log());
       assertWholeTreeMatches(n, DebianImage.pythonRootfs());
+      return s;
     }
+  }
+
+  /** {@code index} with {@code count} file names in its first layer that no extent uses: well-formed, and large. */
+  private static RuntimeImageIndex withUnusedFiles(RuntimeImageIndex index, int count) {
+    List<RuntimeImageIndex.LayerExtents> layers = new ArrayList<>(index.layers());
+    RuntimeImageIndex.LayerExtents l = layers.get(0);
+    List<String> files = new ArrayList<>(l.files());
+    for (int k = 0; k < count; k++) {
+      files.add("/unused/" + "u".repeat(100) + k);
+    }
+    layers.set(0, new RuntimeImageIndex.LayerExtents(l.digest(), files, l.extents()));
+    return new RuntimeImageIndex(index.verify(), index.service(), index.flatpullVersion(), index.createdAt(),
+        index.trace(), index.frames(), layers);
+  }
+
+  /** {@code index} with a frame of {@code length} bytes ({@code size} decompressed) after frame 0 that no extent names. */
+  private static RuntimeImageIndex withFrameAfterTheFirst(RuntimeImageIndex index, int length, int size) {
+    List<RuntimeImageIndex.Frame> frames = new ArrayList<>();
+    long offset = 0;
+    for (int f = 0; f <= index.frames().size(); f++) {
+      RuntimeImageIndex.Frame old = f == 1 ? null : index.frames().get(f == 0 ? 0 : f - 1);
+      RuntimeImageIndex.Frame now = old == null ? new RuntimeImageIndex.Frame(0, offset, length, size)
+          : new RuntimeImageIndex.Frame(old.layer(), offset, old.length(), old.size());
+      frames.add(now);
+      offset += now.length();
+    }
+    List<RuntimeImageIndex.LayerExtents> layers = index.layers().stream().map(l -> new RuntimeImageIndex.LayerExtents(
+        l.digest(), l.files(), l.extents().stream().map(e -> new RuntimeImageIndex.Extent(e.file(), e.fileOffset(),
+            e.length(), e.frame() == 0 ? 0 : e.frame() + 1, e.frameOffset(), e.digest())).toList())).toList();
+    return new RuntimeImageIndex(index.verify(), index.service(), index.flatpullVersion(), index.createdAt(),
+        index.trace(), frames, layers);
   }
 
   private static RuntimeImageIndex shiftFirstExtent(RuntimeImageIndex index) {
@@ -535,12 +627,7 @@ class RuntimeImageColdStartIT {
   }
 
   private static byte[] rewrite(byte[] blob, RuntimeImageFormat.Layout layout, RuntimeImageIndex index) {
-    List<byte[]> frames = new ArrayList<>();
-    for (int f = 0; f < layout.index().frames().size(); f++) {
-      int start = (int) layout.frameStart(f);
-      frames.add(Arrays.copyOfRange(blob, start, start + layout.index().frames().get(f).length()));
-    }
-    return RuntimeImageFormat.write(index, frames);
+    return RuntimeImageFormat.write(index, layout.frames(blob));
   }
 
   private static double sum(Start s, String name) {

@@ -76,6 +76,16 @@ public final class RuntimeImageFormat {
     public long frameStart(int i) {
       return dataStart() + index.frames().get(i).offset();
     }
+
+    /** The stored (compressed) frames of {@code blob}, laid out as this says, in order. */
+    public List<byte[]> frames(byte[] blob) {
+      List<byte[]> frames = new ArrayList<>(index.frames().size());
+      for (int i = 0; i < index.frames().size(); i++) {
+        int start = (int) frameStart(i);
+        frames.add(Arrays.copyOfRange(blob, start, start + index.frames().get(i).length()));
+      }
+      return frames;
+    }
   }
 
   /**
@@ -150,6 +160,17 @@ public final class RuntimeImageFormat {
    * @throws RuntimeImageFormatException naming the offset or field and the reason
    */
   public static Layout readIndex(byte[] head) throws RuntimeImageFormatException {
+    return readIndex(head, MAX_INDEX_BYTES);
+  }
+
+  /**
+   * Reads the index, refusing one whose zstd frame announces more than {@code maxIndexBytes} decompressed before it
+   * decompresses anything (a few kilobytes of zstd can announce and produce hundreds of megabytes).
+   *
+   * @throws RuntimeImageLimitException when the index is larger than {@code maxIndexBytes}
+   * @throws RuntimeImageFormatException naming the offset or field and the reason
+   */
+  public static Layout readIndex(byte[] head, long maxIndexBytes) throws RuntimeImageFormatException {
     int indexLength = indexLength(head);
     if (head.length < HEADER_SIZE + (long) indexLength) {
       throw new RuntimeImageFormatException("byte " + head.length + ": truncated inside the index (it ends at byte "
@@ -160,6 +181,11 @@ public final class RuntimeImageFormat {
     if (size <= 0 || size > MAX_INDEX_BYTES) {
       throw new RuntimeImageFormatException("byte " + HEADER_SIZE + ": the index is not a zstd frame of a known size"
           + " within " + MAX_INDEX_BYTES + " bytes (" + size + ")");
+    }
+    if (size > maxIndexBytes) {
+      throw new RuntimeImageLimitException("index_size", "byte " + HEADER_SIZE + ": the index announces " + size
+          + " bytes decompressed, more than the " + maxIndexBytes + " an index of this image's TOCs can need"
+          + " ([runtime_image] index_bytes_per_extent)");
     }
     byte[] json;
     try {

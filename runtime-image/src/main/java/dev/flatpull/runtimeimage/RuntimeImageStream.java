@@ -1,5 +1,6 @@
 package dev.flatpull.runtimeimage;
 
+import dev.flatpull.config.RuntimeImageSettings.Limits;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
@@ -37,8 +38,11 @@ import java.util.Optional;
  * that a reader of it waits for the stream, but only while the stream advances ({@link ProducerProgress}); frames
  * are decoded and verified as they arrive, and each verified extent wakes its readers at once. Content already on the
  * node is not fetched again: on a node holding none of the image's content the blob comes in one request, otherwise
- * its index first, then only the frames that hold missing content, by range. Whatever does not arrive verified is
- * given up, so its readers go to the lazy loader; nothing unverified ever enters the cache.
+ * its index first, then only the frames that hold missing content, by range; a frame that carries no extent is never
+ * fetched. Whatever does not arrive verified is given up, so its readers go to the lazy loader; nothing unverified
+ * ever enters the cache. Before anything is reserved or any frame fetched, the runtime image is held to the
+ * {@link RuntimeImageBounds} of its image: its index, blob and frames no larger than the image's TOCs allow, and no
+ * more of the image than a working set.
  */
 public final class RuntimeImageStream {
   /** The verified index of a layer of the image, awaited when the stream needs it (it is fetched in parallel). */
@@ -78,9 +82,12 @@ public final class RuntimeImageStream {
    * @param rejected extents given up, by reason
    * @param incremental whether the index was read first and only missing frames fetched
    * @param requests registry requests for the blob
+   * @param ignoredFrames frames that carry no extent, which were not fetched
+   * @param headroom how close the runtime image came to its image's bounds, for the log
    */
   public record Outcome(Optional<String> failure, String detail, long contents, long delivered, long deliveredBytes,
-      long reused, long reusedBytes, Map<RejectionKind, Long> rejected, boolean incremental, int requests) {
+      long reused, long reusedBytes, Map<RejectionKind, Long> rejected, boolean incremental, int requests,
+      int ignoredFrames, String headroom) {
     public Outcome {
       rejected = Map.copyOf(rejected);
     }
@@ -91,23 +98,27 @@ public final class RuntimeImageStream {
   private final ProducerProgress progress;
   private final Delivery delivery;
   private final Verification trusted;
+  private final Limits limits;
 
   /**
    * @param trusted the verification the node trusts ({@code [runtime_image] verify}): a runtime image whose index says
    *     otherwise is refused, whatever its artifact's annotations claim
+   * @param limits what a runtime image may ask of the node, relative to its image
    */
   public RuntimeImageStream(RegistryClient client, PageCache cache, ProducerProgress progress, Delivery delivery,
-      Verification trusted) {
+      Verification trusted, Limits limits) {
     this.client = client;
     this.cache = cache;
     this.progress = progress;
     this.delivery = delivery;
     this.trusted = trusted;
+    this.limits = limits;
   }
 
   /**
    * Loads {@code artifact}, a runtime image of {@code manifest}, into the cache.
    *
+   * @throws RuntimeImageLimitException when it asks more than its image allows (nothing was reserved)
    * @throws RuntimeImageFormatException when the artifact or its index is malformed (nothing was reserved)
    * @throws RuntimeImageMismatchException when it does not belong to the image (nothing was reserved)
    * @throws IOException when the artifact manifest or a layer's index cannot be had
@@ -127,7 +138,7 @@ public final class RuntimeImageStream {
     if (layers.isEmpty()) {
       throw unavailable != null ? unavailable : new IOException("the image has no layers");
     }
-    Load load = new Load(manifest, layers);
+    Load load = new Load(manifest, layers, RuntimeImageBounds.of(limits, trusted, layers.values()), blob.size());
     boolean incremental = holdsAny(layers.values());
     String failure = null;
     String detail = "";
@@ -144,26 +155,28 @@ public final class RuntimeImageStream {
           return null;
         });
       } else {
-        long indexEnd = indexEnd(blob);
+        long indexEnd = indexEnd(blob, load.bounds);
         load.requests++;
         byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
         if (indexEnd == RuntimeImageFormat.HEADER_SIZE) {
+          int indexLength = RuntimeImageFormat.indexLength(head);
+          load.bounds.checkIndexLength(indexLength);
           load.requests++;
-          head = client.readRange(blob.digest(),
-              new ByteRange(0, RuntimeImageFormat.HEADER_SIZE + (long) RuntimeImageFormat.indexLength(head)));
+          head = client.readRange(blob.digest(), new ByteRange(0, RuntimeImageFormat.HEADER_SIZE + (long) indexLength));
         }
-        load.begin(RuntimeImageFormat.readIndex(head));
-        for (int[] run : load.neededRuns()) {
-          Layout layout = load.layout;
-          long from = layout.frameStart(run[0]);
-          Frame last = layout.index().frames().get(run[1] - 1);
-          long to = layout.frameStart(run[1] - 1) + last.length();
-          load.requests++;
-          client.streamRange(blob.digest(), ByteRange.between(from, to), in -> {
-            load.frames(new Progressing(in), from, run[0], run[1]);
-            return null;
-          });
-        }
+        load.begin(RuntimeImageFormat.readIndex(head, load.bounds.indexBytes()));
+      }
+      // What the first request did not bring: runs of needed frames, by range (frames between them never fetched).
+      for (int[] run : load.neededRuns()) {
+        Layout layout = load.layout;
+        long from = layout.frameStart(run[0]);
+        Frame last = layout.index().frames().get(run[1] - 1);
+        long to = layout.frameStart(run[1] - 1) + last.length();
+        load.requests++;
+        client.streamRange(blob.digest(), ByteRange.between(from, to), in -> {
+          load.frames(new Progressing(in), from, run[0], run[1]);
+          return null;
+        });
       }
     } catch (java.io.UncheckedIOException e) {
       throw e.getCause();
@@ -186,13 +199,15 @@ public final class RuntimeImageStream {
       detail = load.rejected.size() + " extent(s) rejected, first " + first.where() + ": " + first.reason();
     }
     return new Outcome(Optional.ofNullable(failure), detail, load.contents, load.delivered, load.deliveredBytes, load.reused,
-        load.reusedBytes, byKind, incremental, load.requests);
+        load.reusedBytes, byKind, incremental, load.requests, load.ignoredFrames,
+        load.headroom);
   }
 
-  private static long indexEnd(Descriptor blob) {
+  /** Where the annotation says the index ends, if that lies within the blob and the index's bound. */
+  private static long indexEnd(Descriptor blob, RuntimeImageBounds bounds) {
     try {
       long end = Long.parseLong(blob.annotations().getOrDefault(RuntimeImageArtifact.INDEX_END, "0"));
-      if (end > RuntimeImageFormat.HEADER_SIZE && end <= blob.size()) {
+      if (end > RuntimeImageFormat.HEADER_SIZE && end <= blob.size() && end <= bounds.indexEnd()) {
         return end;
       }
     } catch (NumberFormatException ignored) {
@@ -219,6 +234,8 @@ public final class RuntimeImageStream {
   private final class Load {
     final ImageManifest manifest;
     final Map<Digest, LayerIndex> layers;
+    final RuntimeImageBounds bounds;
+    final long blobSize;
     final Map<Digest, Reservation> reserved = new HashMap<>();
     final List<Rejection> rejected = new ArrayList<>();
     Layout layout;
@@ -232,10 +249,14 @@ public final class RuntimeImageStream {
     long reusedBytes;
     long contents;
     int requests;
+    int ignoredFrames;
+    String headroom = "";
 
-    Load(ImageManifest manifest, Map<Digest, LayerIndex> layers) {
+    Load(ImageManifest manifest, Map<Digest, LayerIndex> layers, RuntimeImageBounds bounds, long blobSize) {
       this.manifest = manifest;
       this.layers = layers;
+      this.bounds = bounds;
+      this.blobSize = blobSize;
     }
 
     /** Binds the index to the image and reserves every extent the node lacks. */
@@ -248,14 +269,18 @@ public final class RuntimeImageStream {
         throw new RuntimeImageMismatchException("index.verify: the runtime image is verified as "
             + l.index().verify().key() + ", this node trusts only " + trusted.key() + " ([runtime_image] verify)");
       }
+      bounds.checkBlob(l, blobSize);
       try {
         binding = ImageBinding.bind(l.index(), manifest, layers);
       } catch (IllegalArgumentException e) {
         throw new RuntimeImageMismatchException("the runtime image has content of a layer whose TOC could not be"
             + " had: " + e.getMessage());
       }
+      List<List<int[]>> extents = RuntimeImageDecoder.extentsByFrame(l.index());
+      headroom = bounds.headroom(l.indexLength(), bounds.checkContent(l.index(), extents));
       layout = l;
-      byFrame = RuntimeImageDecoder.extentsByFrame(l.index());
+      byFrame = extents;
+      ignoredFrames = (int) byFrame.stream().filter(List::isEmpty).count();
       needed = new boolean[byFrame.size()];
       done = new boolean[byFrame.size()];
       java.util.Set<Digest> seen = new java.util.HashSet<>();
@@ -295,15 +320,18 @@ public final class RuntimeImageStream {
       }
     }
 
-    /** Consecutive needed frames, as [from, to) frame ranges. */
+    /** Consecutive needed frames not done yet, as [from, to) frame ranges. */
     List<int[]> neededRuns() {
       List<int[]> runs = new ArrayList<>();
+      if (layout == null) {
+        return runs;
+      }
       for (int f = 0; f < needed.length; f++) {
-        if (!needed[f]) {
+        if (!needed[f] || done[f]) {
           continue;
         }
         int start = f;
-        while (f + 1 < needed.length && needed[f + 1]) {
+        while (f + 1 < needed.length && needed[f + 1] && !done[f + 1]) {
           f++;
         }
         runs.add(new int[] {start, f + 1});
@@ -311,16 +339,24 @@ public final class RuntimeImageStream {
       return runs;
     }
 
-    /** The whole blob, from its first byte. */
+    /**
+     * The blob from its first byte, as far as frames are needed without a gap: the stream is cut at the first frame
+     * not needed (it carries no extent, or only content the node has), the rest comes by range.
+     */
     void whole(InputStream in) throws IOException {
       byte[] header = readExactly(in, RuntimeImageFormat.HEADER_SIZE, "the header");
       int indexLength = RuntimeImageFormat.indexLength(header);
+      bounds.checkIndexLength(indexLength);
       byte[] head = new byte[RuntimeImageFormat.HEADER_SIZE + indexLength];
       System.arraycopy(header, 0, head, 0, header.length);
       byte[] index = readExactly(in, indexLength, "the index");
       System.arraycopy(index, 0, head, header.length, indexLength);
-      begin(RuntimeImageFormat.readIndex(head));
-      frames(in, layout.dataStart(), 0, byFrame.size());
+      begin(RuntimeImageFormat.readIndex(head, bounds.indexBytes()));
+      int to = 0;
+      while (to < needed.length && needed[to]) {
+        to++;
+      }
+      frames(in, layout.dataStart(), 0, to);
     }
 
     /** Frames {@code [from, to)} from a stream positioned at blob offset {@code at}. */

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RuntimeImageSettings.Limits;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.core.Digest;
@@ -110,7 +111,7 @@ class RuntimeImageStreamTest {
 
   private RuntimeImageStream.Outcome load(PageCache cache, List<Digest> delivered) throws Exception {
     return new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
-        (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE)
+        (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE, Limits.DEFAULTS)
         .load(artifact, image.manifest, tocs::get);
   }
 
@@ -224,7 +225,7 @@ class RuntimeImageStreamTest {
             image.manifest.layers(), Map.of("another", "manifest")), MediaTypes.OCI_MANIFEST);
     PageCache cache = cache("stale");
     assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
-        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE)
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
         .load(artifact, other, tocs::get));
     assertEquals(0, blobRequests().size());
   }
@@ -233,7 +234,8 @@ class RuntimeImageStreamTest {
   void indexVerifiedOtherwiseThanTheNodeTrusts_isRefusedWhateverTheAnnotationsSay() throws Exception {
     PageCache cache = cache("distrust");
     assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
-        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.RUNTIME_IMAGE)
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.RUNTIME_IMAGE,
+        Limits.DEFAULTS)
         .load(artifact, image.manifest, tocs::get));
     Layout layout = RuntimeImageFormat.read(built.blob());
     assertFalse(cache.contains(layout.index().layers().get(0).extents().get(0).digest()), "nothing entered the cache");
@@ -270,6 +272,169 @@ class RuntimeImageStreamTest {
       registry.blobHold = null;
       pool.shutdownNow();
     }
+  }
+
+  // --- limits: what the image allows a runtime image to ask of the node ---
+
+  @Test
+  void zstdBombIndex_isRefusedBeforeItIsDecompressed_nothingReservedNorAnyFrameFetched() throws Exception {
+    // A few hundred bytes of zstd announcing 32 MiB: the old bound (256 MiB) let it through, to be decompressed whole.
+    byte[] bomb = com.github.luben.zstd.Zstd.compress(new byte[32 << 20], 19);
+    assertTrue(bomb.length < 8192, bomb.length + " bytes");
+    byte[] blob = new byte[RuntimeImageFormat.HEADER_SIZE + bomb.length];
+    System.arraycopy(built.blob(), 0, blob, 0, 20);
+    java.nio.ByteBuffer.wrap(blob, 20, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(bomb.length);
+    System.arraycopy(bomb, 0, blob, RuntimeImageFormat.HEADER_SIZE, bomb.length);
+    publish(built.index(), blob);
+    assertRefused("index_size", cache("bomb"), blob.length);
+  }
+
+  @Test
+  void indexLargerThanTheImagesTocsCanNeed_isRefused_thoughItIsWellFormed() throws Exception {
+    Layout layout = layoutOf();
+    RuntimeImageIndex i = layout.index();
+    // Well-formed JSON, consistent with itself (file names no extent uses), and far larger than this image's TOCs
+    // make necessary.
+    List<LayerExtents> layers = new ArrayList<>(i.layers());
+    List<String> files = new ArrayList<>(layers.get(0).files());
+    for (int k = 0; k < 50_000; k++) {
+      files.add("/padding/" + "p".repeat(64) + k);
+    }
+    layers.set(0, new LayerExtents(layers.get(0).digest(), files, layers.get(0).extents()));
+    RuntimeImageIndex padded = new RuntimeImageIndex(i.verify(), i.service(), i.flatpullVersion(), i.createdAt(),
+        i.trace(), i.frames(), layers);
+    byte[] blob = RuntimeImageFormat.write(padded, layout.frames(built.blob()));
+    assertTrue(blob.length < built.blob().length + (256 << 10), "compresses small: " + blob.length);
+    publish(padded, blob);
+    assertRefused("index_size", cache("padded"), blob.length);
+  }
+
+  @Test
+  void blobLongerThanItsIndexPromises_isRefusedAfterTheIndex_theRestIsNeverRead() throws Exception {
+    byte[] blob = java.util.Arrays.copyOf(built.blob(), built.blob().length + (1 << 20));
+    new Random(5).nextBytes(java.util.Arrays.copyOfRange(blob, built.blob().length, blob.length));
+    publish(built.index(), blob);
+    assertRefused("blob_size", cache("longer"), blob.length);
+  }
+
+  @Test
+  void frameCarryingNoExtent_isNeverFetched_theRestIsDelivered() throws Exception {
+    Layout layout = layoutOf();
+    RuntimeImageIndex i = layout.index();
+    List<byte[]> frames = new ArrayList<>(layout.frames(built.blob()));
+    // 1 MiB of noise as a frame after frame 0, which no extent names.
+    byte[] noise = new byte[1 << 20];
+    new Random(9).nextBytes(noise);
+    byte[] extra = com.github.luben.zstd.Zstd.compress(noise, 1);
+    frames.add(1, extra);
+    List<RuntimeImageIndex.Frame> indexFrames = new ArrayList<>();
+    long offset = 0;
+    for (int f = 0; f < frames.size(); f++) {
+      RuntimeImageIndex.Frame old = f == 1 ? null : i.frames().get(f < 1 ? f : f - 1);
+      indexFrames.add(new RuntimeImageIndex.Frame(0, offset, frames.get(f).length, old == null ? noise.length
+          : old.size()));
+      offset += frames.get(f).length;
+    }
+    List<LayerExtents> layers = i.layers().stream().map(l -> new LayerExtents(l.digest(), l.files(),
+        l.extents().stream().map(e -> new Extent(e.file(), e.fileOffset(), e.length(),
+            e.frame() < 1 ? e.frame() : e.frame() + 1, e.frameOffset(), e.digest())).toList())).toList();
+    RuntimeImageIndex withNoise = new RuntimeImageIndex(i.verify(), i.service(), i.flatpullVersion(), i.createdAt(),
+        i.trace(), indexFrames, layers);
+    byte[] blob = RuntimeImageFormat.write(withNoise, frames);
+    publish(withNoise, blob);
+    Layout noisy = RuntimeImageFormat.read(blob);
+    PageCache cache = cache("noise");
+    RuntimeImageStream.Outcome o = load(cache, new ArrayList<>());
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertEquals(1, o.ignoredFrames());
+    assertEquals(o.contents(), o.delivered());
+    assertCacheHoldsTheImagesBytes(cache, true);
+    // The whole-blob request stopped short of frame 1, then frames 2.. came by range.
+    long noiseStart = noisy.frameStart(1);
+    long noiseEnd = noiseStart + extra.length;
+    assertEquals(2, o.requests(), blobRequests().toString());
+    assertTrue(blobRequests().get(1).endsWith("bytes=" + noiseEnd + "-" + (blob.length - 1)), blobRequests().toString());
+  }
+
+  @Test
+  void frameHoldingMoreThanItsExtents_isRefused() throws Exception {
+    Layout layout = layoutOf();
+    RuntimeImageIndex i = layout.index();
+    List<byte[]> frames = new ArrayList<>(layout.frames(built.blob()));
+    byte[] content = com.github.luben.zstd.Zstd.decompress(frames.get(0), i.frames().get(0).size());
+    byte[] padded = java.util.Arrays.copyOf(content, content.length + (256 << 10));
+    frames.set(0, com.github.luben.zstd.Zstd.compress(padded, 3));
+    List<RuntimeImageIndex.Frame> indexFrames = new ArrayList<>();
+    long offset = 0;
+    for (int f = 0; f < frames.size(); f++) {
+      RuntimeImageIndex.Frame old = i.frames().get(f);
+      indexFrames.add(new RuntimeImageIndex.Frame(old.layer(), offset, frames.get(f).length,
+          f == 0 ? padded.length : old.size()));
+      offset += frames.get(f).length;
+    }
+    RuntimeImageIndex bigger = new RuntimeImageIndex(i.verify(), i.service(), i.flatpullVersion(), i.createdAt(),
+        i.trace(), indexFrames, i.layers());
+    byte[] blob = RuntimeImageFormat.write(bigger, frames);
+    publish(bigger, blob);
+    assertRefused("frame_size", cache("padded-frame"), blob.length);
+  }
+
+  @Test
+  void runtimeImageOfMoreThanAWorkingSet_isRefused_atTheConfiguredShare() throws Exception {
+    RuntimeImageBounds bounds = RuntimeImageBounds.of(Limits.DEFAULTS, Verification.IMAGE, tocs.values());
+    double share = (double) built.index().contentBytes() / bounds.imageBytes();
+    assertTrue(share > 0.05 && share < Limits.DEFAULTS.maxShare(), "the fixture's share " + share);
+    PageCache cache = cache("share");
+    RuntimeImageLimitException e = assertThrows(RuntimeImageLimitException.class, () -> new RuntimeImageStream(client,
+        cache, new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE,
+        new Limits(share * 0.9, 256, 4096)).load(artifact, image.manifest, tocs::get));
+    assertEquals("working_set", e.limit(), e.getMessage());
+    assertTrue(e.getMessage().contains("max_share"), e.getMessage());
+    assertNothingCached(cache);
+    // At the share itself it is a working set.
+    RuntimeImageStream.Outcome o = new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
+        (l, p, off, n, c) -> {}, Verification.IMAGE, new Limits(share, 256, 4096))
+        .load(artifact, image.manifest, tocs::get);
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+  }
+
+  /** Loading the published runtime image is refused for {@code limit}: nothing cached, no frame read. */
+  private void assertRefused(String limit, PageCache cache, long blobSize) throws Exception {
+    RuntimeImageLimitException e = assertThrows(RuntimeImageLimitException.class, () -> load(cache,
+        new ArrayList<>()));
+    assertEquals(limit, e.limit(), e.getMessage());
+    assertNothingCached(cache);
+    long indexEnd = RuntimeImageBounds.of(Limits.DEFAULTS, Verification.IMAGE, tocs.values()).indexEnd();
+    assertTrue(blobRequests().size() <= 1, blobRequests().toString());
+    assertTrue(registry.blobBytesSent.get() <= blobSize, "asked for no more than the blob");
+    assertTrue(indexEnd < blobSize || limit.equals("index_size") || limit.equals("frame_size"),
+        "the blob outgrows the index's bound: " + indexEnd);
+  }
+
+  private void assertNothingCached(PageCache cache) throws Exception {
+    for (LayerExtents l : built.index().layers()) {
+      for (Extent e : l.extents()) {
+        assertFalse(cache.contains(e.digest()), "nothing entered the cache");
+      }
+    }
+  }
+
+  /** Publishes {@code blob} as the service's runtime image (replacing the fixture's) and loads that one from now. */
+  private void publish(RuntimeImageIndex index, byte[] blob) throws Exception {
+    Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest.digest(), image.manifest.raw().length,
+        Map.of());
+    RuntimeImagePublisher publisher = new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM,
+        InstantSource.system(), new Random(2)));
+    publisher.push(index, blob, subject);
+    Digest d = Digest.sha256(blob);
+    for (RuntimeImageArtifact a : publisher.list(image.manifest.digest())) {
+      if (RuntimeImagePublisher.blobOf(client, a, image.manifest.digest()).digest().equals(d)) {
+        artifact = a;
+      }
+    }
+    assertEquals(d, RuntimeImagePublisher.blobOf(client, artifact, image.manifest.digest()).digest());
+    registry.log.clear();
+    registry.blobBytesSent.set(0);
   }
 
   private Layout layoutOf() throws Exception {

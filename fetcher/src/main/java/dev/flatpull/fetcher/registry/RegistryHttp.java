@@ -257,9 +257,10 @@ final class RegistryHttp implements AutoCloseable {
               result = handler.handle(response, body);
             } finally {
               notifyFinished(call.kind(), authHost, status, body.count(), started);
-              if (wholeBlobForRange) {
+              if (wholeBlobForRange || (call.range() != null && body.count() < call.range().length())) {
                 // Closing would read on to reuse the connection (okhttp discards up to 100 ms of a body, megabytes
-                // on a fast link); the rest of the blob is not wanted, the connection is not.
+                // on a fast link); the rest of the blob (or of a range its reader stopped short of, as a runtime-image
+                // stream does at a frame it does not need) is not wanted, the connection is not.
                 exchange.cancel();
               }
             }

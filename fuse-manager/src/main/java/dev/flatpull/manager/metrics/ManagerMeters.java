@@ -6,6 +6,8 @@ import dev.flatpull.fetcher.registry.FetchStatistics;
 import dev.flatpull.fetcher.registry.RequestKind;
 import dev.flatpull.pagecache.CacheStats;
 import dev.flatpull.runtimeimage.RuntimeImageDecoder.RejectionKind;
+import dev.flatpull.runtimeimage.RuntimeImageLimitException;
+import dev.flatpull.runtimeimage.RuntimeImageSelection;
 import dev.flatpull.runtimeimage.RuntimeImageStream;
 import dev.flatpull.manager.LayerServer;
 import dev.flatpull.manager.RemoteLayerMetrics;
@@ -28,7 +30,10 @@ import java.util.function.ToDoubleFunction;
 public final class ManagerMeters implements RemoteLayerMetrics {
   /** Every result of a runtime-image lookup (bounded tag values). */
   public static final List<String> LOOKUP_RESULTS = List.of("loaded", "none_found", "other_verification",
-      "no_such_service", "lookup_failed", "malformed", "mismatch", "stream_failed", "disabled");
+      "no_such_service", "lookup_failed", "malformed", "mismatch", "over_limit", "stream_failed", "disabled");
+  /** Every limit a runtime image can hit (bounded tag values). */
+  public static final List<String> LIMITS = java.util.stream.Stream.concat(RuntimeImageLimitException.LIMITS.stream(),
+      java.util.stream.Stream.of("frame_without_extent")).toList();
   private static final List<String> SOURCES = List.of("runtime_image", "lazy", "cache");
 
   private final MeterRegistry registry;
@@ -54,6 +59,12 @@ public final class ManagerMeters implements RemoteLayerMetrics {
       rejected(k.key());
     }
     rejected("stream_failed");
+    for (String l : LIMITS) {
+      limit(l);
+    }
+    for (String r : RuntimeImageSelection.PASSED_OVER_REASONS) {
+      passedOver(r);
+    }
     toc = timer("flatpull.layer.toc", "Remote layer: TOC fetched and verified (or found already opened)");
     tree = timer("flatpull.layer.tree", "Remote layer: file tree built from the TOC");
     mount = timer("flatpull.layer.mount", "Remote layer: FUSE mount until it serves");
@@ -82,6 +93,31 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   private Counter rejected(String reason) {
     return Counter.builder("flatpull.runtime.image.rejected").tag("reason", reason)
         .description("Runtime-image contents given up (the lazy loader served them), by reason").register(registry);
+  }
+
+  private Counter limit(String limit) {
+    return Counter.builder("flatpull.runtime.image.limits").tag("limit", limit)
+        .description("Runtime images that asked more than their image allows, by limit: refused whole (index_size,"
+            + " blob_size, frame_size, working_set), or frames not fetched (frame_without_extent)").register(registry);
+  }
+
+  private Counter passedOver(String reason) {
+    return Counter.builder("flatpull.runtime.image.passed.over").tag("reason", reason)
+        .description("Listed runtime images not chosen, by reason").register(registry);
+  }
+
+  @Override
+  public void runtimeImageLimit(String limit, long count) {
+    if (LIMITS.contains(limit)) {
+      limit(limit).increment(count);
+    }
+  }
+
+  @Override
+  public void runtimeImagePassedOver(String reason) {
+    if (RuntimeImageSelection.PASSED_OVER_REASONS.contains(reason)) {
+      passedOver(reason).increment();
+    }
   }
 
   /** Binds the counters {@code server} keeps itself: registry traffic, the page cache, the layers served. */
