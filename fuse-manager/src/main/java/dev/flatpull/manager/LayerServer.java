@@ -302,8 +302,8 @@ public final class LayerServer implements AutoCloseable {
 
   /**
    * Starts prefetching a layer: at once without a session; with one, after its runtime-image lookup, and when a
-   * runtime image brought content, the prioritized files and the background fetch only after
-   * {@code [runtime_image] startup_window}, so that they do not compete with the start the runtime image is for.
+   * runtime image brought content, the background fetch only after {@code [runtime_image] startup_window}, so that
+   * it does not compete with the start the runtime image is for.
    */
   private List<LayerPrefetcher> prefetch(LazyLayer lazy, Optional<ImageSession> session, DiffIdCheck whenWhole) {
     List<String> prioritized = settings.prefetch() ? lazy.index().prioritized() : List.of();
@@ -325,21 +325,16 @@ public final class LayerServer implements AutoCloseable {
     LayerPrefetcher rest = new LayerPrefetcher(lazy, cache, activity, List.of(), settings.backgroundFetch())
         .whenWhole(whenWhole);
     session.get().runtimeImage.thenAccept(loaded -> {
-      if (!loaded) {
-        threads.prefetch().execute(withoutRuntimeImage);
-        if (settings.backgroundFetch()) {
-          threads.prefetch().execute(rest);
-        }
+      threads.prefetch().execute(loaded ? withRuntimeImage : withoutRuntimeImage);
+      if (!settings.backgroundFetch()) {
         return;
       }
-      // The runtime image brought the start's working set as the service read it; the converter's prioritized files
-      // beyond it are a guess, fetched (like the rest) after the start-up window, not during the start.
-      threads.timer().schedule(() -> {
-        threads.prefetch().execute(withRuntimeImage);
-        if (settings.backgroundFetch()) {
-          threads.prefetch().execute(rest);
-        }
-      }, runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
+      if (loaded) {
+        threads.timer().schedule(() -> threads.prefetch().execute(rest),
+            runtimeImages.startupWindow().toMillis(), TimeUnit.MILLISECONDS);
+      } else {
+        threads.prefetch().execute(rest);
+      }
     });
     return List.of(withRuntimeImage, withoutRuntimeImage, rest);
   }
