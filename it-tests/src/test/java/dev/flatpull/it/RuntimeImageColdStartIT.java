@@ -316,7 +316,8 @@ class RuntimeImageColdStartIT {
   private static void assertStartedFromItsRuntimeImage(String what, Node n, Start s, byte[] blob) throws IOException {
     System.out.print(what + ", runtime image: " + s.describe());
     assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
-    assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: " + s.describe());
+    assertTrue(s.requests().size() <= 6, "at most 6 requests from the first Prepare to readiness: " + s.describe()
+        + n.flatpull().log());
     assertTrue(s.hitRatio() >= 0.95, "runtime-image hit ratio " + s.hitRatio() + ": " + s.describe());
     long bound = (long) (1.3 * (blob.length + tocBytes(s)));
     assertTrue(s.bytesDown() <= bound, s.bytesDown() + " bytes before ready, more than 1.3 x (runtime image "
