@@ -1,6 +1,6 @@
 package dev.flatpull.runtimeimage;
 
-import com.github.luben.zstd.Zstd;
+import com.github.luben.zstd.ZstdDecompressCtx;
 import com.github.luben.zstd.ZstdException;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.DigestMismatchException;
@@ -19,7 +19,8 @@ import java.util.List;
  * requires. An extent whose bytes do not verify, or whose frame does not decompress to the size the index gives, is
  * rejected and reported, never passed on: the caller falls back to the lazy loader for it. Frames are decoded one at a
  * time, so memory holds one frame, not the blob's content. One frame is decoded by {@link #decodeFrame}, for a blob
- * in memory and for a stream alike.
+ * in memory and for a stream alike, into {@link Scratch} buffers reused from frame to frame: only the extents passed
+ * on are new arrays.
  */
 public final class RuntimeImageDecoder {
   private RuntimeImageDecoder() {}
@@ -64,6 +65,37 @@ public final class RuntimeImageDecoder {
     }
   }
 
+  /**
+   * What decoding frames one after another reuses: a zstd context, and buffers for a frame's compressed and
+   * decompressed bytes that grow to the largest frame (at most {@link RuntimeImageFormat#MAX_FRAME_BYTES} each).
+   * Allocating and zeroing both per frame cost as much as decompressing it. One thread at a time; close it.
+   */
+  public static final class Scratch implements AutoCloseable {
+    private final ZstdDecompressCtx zstd = new ZstdDecompressCtx();
+    private byte[] compressed = new byte[0];
+    private byte[] content = new byte[0];
+
+    /** A buffer of at least {@code n} bytes for a frame's compressed bytes (its contents are not kept). */
+    public byte[] compressed(int n) {
+      if (compressed.length < n) {
+        compressed = new byte[n];
+      }
+      return compressed;
+    }
+
+    byte[] content(int n) {
+      if (content.length < n) {
+        content = new byte[n];
+      }
+      return content;
+    }
+
+    @Override
+    public void close() {
+      zstd.close();
+    }
+  }
+
   /** The extents of each frame, as (layer, extent) index pairs, in the order of the index. */
   public static List<List<int[]>> extentsByFrame(RuntimeImageIndex index) {
     List<List<int[]>> byFrame = new ArrayList<>();
@@ -89,45 +121,48 @@ public final class RuntimeImageDecoder {
     long accepted = 0;
     long bytes = 0;
     List<Rejection> rejected = new ArrayList<>();
-    for (int f = 0; f < index.frames().size(); f++) {
-      if (byFrame.get(f).isEmpty()) {
-        continue;
+    try (Scratch scratch = new Scratch()) {
+      for (int f = 0; f < index.frames().size(); f++) {
+        if (byFrame.get(f).isEmpty()) {
+          continue;
+        }
+        Frame frame = index.frames().get(f);
+        long start = layout.frameStart(f);
+        boolean held = start + frame.length() <= blob.length;
+        long[] done = decodeFrame(layout, f, held ? blob : null, (int) start, scratch, binding, byFrame.get(f), sink,
+            rejected, "is missing from the blob (" + blob.length + " bytes)");
+        accepted += done[0];
+        bytes += done[1];
       }
-      Frame frame = index.frames().get(f);
-      long start = layout.frameStart(f);
-      byte[] compressed = start + frame.length() > blob.length ? null
-          : Arrays.copyOfRange(blob, (int) start, (int) start + frame.length());
-      long[] done = decodeFrame(layout, f, compressed, binding, byFrame.get(f), sink, rejected,
-          "is missing from the blob (" + blob.length + " bytes)");
-      accepted += done[0];
-      bytes += done[1];
     }
     return new Result(accepted, bytes, rejected);
   }
 
   /**
-   * Decodes frame {@code f} from its compressed bytes ({@code null} when they did not arrive, then its extents are
-   * rejected as missing, {@code why} saying why), verifies each extent of it and passes the verified ones to
-   * {@code sink}; rejections are added to {@code rejected}.
+   * Decodes frame {@code f} from its compressed bytes at {@code offset} of {@code src} ({@code null} when they did not
+   * arrive, then its extents are rejected as missing, {@code why} saying why), verifies each extent of it and passes
+   * the verified ones to {@code sink}; rejections are added to {@code rejected}.
    *
    * @return extents and bytes passed on
    */
-  public static long[] decodeFrame(Layout layout, int f, byte[] compressed, ImageBinding binding, List<int[]> extents,
-      Sink sink, List<Rejection> rejected, String why) throws IOException {
+  public static long[] decodeFrame(Layout layout, int f, byte[] src, int offset, Scratch scratch, ImageBinding binding,
+      List<int[]> extents, Sink sink, List<Rejection> rejected, String why) throws IOException {
     RuntimeImageIndex index = layout.index();
     Frame frame = index.frames().get(f);
     long start = layout.frameStart(f);
     byte[] content = null;
     String failure = null;
     RejectionKind kind = RejectionKind.BAD_FRAME;
-    if (compressed == null) {
+    if (src == null) {
       kind = RejectionKind.MISSING_FRAME;
       failure = "frame " + f + " (bytes " + start + ".." + (start + frame.length()) + ") " + why;
     } else {
       try {
-        content = Zstd.decompress(compressed, frame.size());
-        if (content.length != frame.size()) {
-          failure = "frame " + f + " decompressed to " + content.length + " bytes, the index says " + frame.size();
+        content = scratch.content(frame.size());
+        scratch.zstd.reset();
+        int n = scratch.zstd.decompressByteArray(content, 0, frame.size(), src, offset, frame.length());
+        if (n != frame.size()) {
+          failure = "frame " + f + " decompressed to " + n + " bytes, the index says " + frame.size();
         }
       } catch (ZstdException | ArrayIndexOutOfBoundsException e) {
         failure = "frame " + f + " at byte " + start + " does not decompress: " + e.getMessage();
@@ -138,19 +173,17 @@ public final class RuntimeImageDecoder {
     for (int[] le : extents) {
       LayerExtents layer = index.layers().get(le[0]);
       Extent e = layer.extents().get(le[1]);
-      String where = "layer " + layer.digest().shortHex() + " " + layer.files().get(e.file()) + " ["
-          + e.fileOffset() + ", " + e.fileEnd() + ")";
       if (failure != null) {
-        rejected.add(new Rejection(kind, where, failure));
+        rejected.add(new Rejection(kind, where(layer, e), failure));
         continue;
       }
       byte[] slice = Arrays.copyOfRange(content, e.frameOffset(), e.frameOffset() + e.length());
       Digest expected = binding.expected(le[0], le[1]);
       VerifiedContent verified;
       try {
-        verified = VerifiedContent.check(expected, where, slice);
+        verified = VerifiedContent.check(expected, "a runtime-image extent", slice);
       } catch (DigestMismatchException m) {
-        rejected.add(new Rejection(RejectionKind.BAD_EXTENT, where, m.getMessage()));
+        rejected.add(new Rejection(RejectionKind.BAD_EXTENT, where(layer, e), m.getMessage()));
         continue;
       }
       sink.accept(le[0], le[1], verified);
@@ -158,5 +191,11 @@ public final class RuntimeImageDecoder {
       bytes += slice.length;
     }
     return new long[] {accepted, bytes};
+  }
+
+  /** Where an extent is, for a rejection: built only then (a stream passes thousands of extents a second). */
+  static String where(LayerExtents layer, Extent e) {
+    return "layer " + layer.digest().shortHex() + " " + layer.files().get(e.file()) + " [" + e.fileOffset() + ", "
+        + e.fileEnd() + ")";
   }
 }

@@ -188,6 +188,7 @@ public final class RuntimeImageStream {
     } finally {
       delivery.announced();
       load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
+      load.scratch.close();
     }
     Map<RejectionKind, Long> byKind = new EnumMap<>(RejectionKind.class);
     for (Rejection r : load.rejected) {
@@ -236,6 +237,8 @@ public final class RuntimeImageStream {
     final Map<Digest, LayerIndex> layers;
     final RuntimeImageBounds bounds;
     final long blobSize;
+    // Frames are decoded on the thread that reads the stream, one after another.
+    final RuntimeImageDecoder.Scratch scratch = new RuntimeImageDecoder.Scratch();
     final Map<Digest, Reservation> reserved = new HashMap<>();
     final List<Rejection> rejected = new ArrayList<>();
     Layout layout;
@@ -370,10 +373,16 @@ public final class RuntimeImageStream {
         if (done[f] || !needed[f]) {
           in.skipNBytes(frame.length());
         } else {
-          byte[] compressed = readExactly(in, frame.length(), "frame " + f);
+          byte[] compressed = scratch.compressed(frame.length());
+          int n = in.readNBytes(compressed, 0, frame.length());
+          if (n != frame.length()) {
+            throw new EOFException("the runtime image ended inside frame " + f + " (" + n + " of " + frame.length()
+                + " bytes)");
+          }
           progress.advanced();
           List<Rejection> bad = new ArrayList<>();
-          RuntimeImageDecoder.decodeFrame(layout, f, compressed, binding, byFrame.get(f), this::accept, bad, "");
+          RuntimeImageDecoder.decodeFrame(layout, f, compressed, 0, scratch, binding, byFrame.get(f), this::accept, bad,
+              "");
           for (Rejection r : bad) {
             rejected.add(r);
           }

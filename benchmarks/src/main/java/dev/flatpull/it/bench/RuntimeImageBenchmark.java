@@ -44,7 +44,7 @@ public class RuntimeImageBenchmark {
   @Setup(Level.Trial)
   public void build() throws Exception {
     Path dir = Files.createTempDirectory("flatpull-bench");
-    SyntheticImage image = SyntheticImage.generate(dir, FILES, FILE_SIZE, 16 << 10);
+    SyntheticImage image = SyntheticImage.generate(dir, FILES, FILE_SIZE, 16 << 10, 1);
     Files.delete(dir);
     this.image = image;
     content = image.content();

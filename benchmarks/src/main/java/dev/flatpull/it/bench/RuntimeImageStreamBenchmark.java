@@ -39,8 +39,8 @@ import java.util.Random;
  * A runtime image's way from the socket into the page cache (decode, verify, store), beside what bounds it, in one
  * run: the same blob drained from the same registry through the same client (the socket), and decoded and verified
  * from memory (the CPU). A registry process on loopback serves a generated image ({@link SyntheticImage}: {@code
- * --mib} MiB of code-like content in files of 256 KiB, 16 KiB chunks as flatpull converts by default, every page
- * traced) and its runtime image; each round streams it into a fresh page cache on disk with the manager's default
+ * --mib} MiB of code-like content traced, every page of every other file of 256 KiB in an image twice that size,
+ * 16 KiB chunks as flatpull converts by default) and its runtime image; each round streams it into a fresh page cache on disk with the manager's default
  * settings, alternating with the baselines, and prints MB/s of content (decompressed) for each and their ratios as
  * medians over {@code --rounds}.
  */
@@ -61,7 +61,7 @@ public final class RuntimeImageStreamBenchmark {
     Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "flatpull-stream-bench-");
     try (RegistryServer registry = RegistryServer.start()) {
       int fileSize = 256 << 10;
-      SyntheticImage image = SyntheticImage.generate(dir, mib * 4, fileSize, 16 << 10);
+      SyntheticImage image = SyntheticImage.generate(dir, mib * 8, fileSize, 16 << 10, 2);
       RuntimeImageBuilder.Built built = image.runtimeImage(RuntimeImageSettings.DEFAULTS);
       FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry()
           .withPlainHttp(true));

@@ -36,15 +36,16 @@ import java.util.Random;
 
 /**
  * A generated one-layer zstd:chunked image of code-like content (random bytes, half of each 64-byte line repeating, so
- * it compresses about as well as shared libraries do) in files of equal size, with a trace in which every page was
- * read: the runtime-image benchmarks' fixture, shaped after no service.
+ * it compresses about as well as shared libraries do) in files of equal size, with a trace in which every page of
+ * every {@code tracedEvery}-th file was read: the runtime-image benchmarks' fixture, shaped after no service.
  *
  * @param content every file's bytes, in order
  */
 record SyntheticImage(ImageManifest manifest, Descriptor layerDescriptor, byte[] layerBlob, LayerIndex index,
     LazyLayer layer, Trace trace, byte[] content, Descriptor config, byte[] configBlob) {
 
-  static SyntheticImage generate(Path dir, int files, int fileSize, long chunkSize) throws IOException {
+  static SyntheticImage generate(Path dir, int files, int fileSize, long chunkSize, int tracedEvery)
+      throws IOException {
     Path tar = dir.resolve("src.tar");
     Random r = new Random(1);
     List<String> names = new ArrayList<>();
@@ -81,13 +82,15 @@ record SyntheticImage(ImageManifest manifest, Descriptor layerDescriptor, byte[]
     ImageManifest manifest = (ImageManifest) OciDocuments.parse(
         OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, config, List.of(d), Map.of()), null);
     List<PageRun> runs = new ArrayList<>();
+    List<String> traced = new ArrayList<>();
     int pages = (fileSize + 4095) / 4096;
-    for (int f = 0; f < files; f++) {
-      runs.add(new PageRun(f, 0, pages, f, 1));
+    for (int f = 0; f < files; f += tracedEvery) {
+      runs.add(new PageRun(traced.size(), 0, pages, traced.size(), 1));
+      traced.add(names.get(f));
     }
     Trace trace = new Trace(new ServiceVersion("bench", manifest.digest().toString(), "linux/amd64", List.of(),
         List.of(), "", List.of("exit")), "bench", Instant.EPOCH, List.of(1L), List.of(new LayerTrace(
-            d.digest().toString(), names, runs)));
+            d.digest().toString(), traced, runs)));
     return new SyntheticImage(manifest, d, layerBlob, index, layer, trace, all.toByteArray(), config, configBlob);
   }
 
