@@ -144,6 +144,30 @@ class RuntimeImageBadInputTest {
   }
 
   @Test
+  void inPageMode_aPartOfAPage_isRefusedByTheImage() throws Exception {
+    // Aligned and shorter than a page, so the format takes it; /usr/bin/app has a whole page there.
+    RuntimeImageIndex index = pages.index();
+    int app = index.layers().get(0).files().indexOf("/usr/bin/app");
+    int j = indexOfExtent(index.layers().get(0), app);
+    byte[] b = withIndex(pages.blob(), r -> extent(r, 0, j).set(2, JSON.getNodeFactory().numberNode(100)));
+    String m = mismatch(b, img.manifest);
+    assertTrue(m.contains("index.layers[0].extents[" + j + "]: page at ") && m.contains(" of /usr/bin/app holds 100"
+        + " bytes, the file has 4096 there"), m);
+  }
+
+  @Test
+  void inImageMode_aChunksOffsetAndDigestWithAnotherLength_isRefused() throws Exception {
+    // The first bytes of a chunk under the chunk's own digest: its bytes would fail verification, but the image says
+    // at once that this is no chunk of it.
+    RuntimeImageIndex index = image.index();
+    int app = index.layers().get(0).files().indexOf("/usr/bin/app");
+    int j = indexOfExtent(index.layers().get(0), app);
+    byte[] b = withIndex(image.blob(), r -> extent(r, 0, j).set(2, JSON.getNodeFactory().numberNode(4096)));
+    String m = mismatch(b, img.manifest);
+    assertTrue(m.contains("index.layers[0].extents[" + j + "]: [") && m.contains("is not a chunk of layer"), m);
+  }
+
+  @Test
   void anEditedServiceKey_isRefused() throws Exception {
     String m = formatError(withIndex(image.blob(), r -> r.with("service").put("key", "sha256:" + "0".repeat(64))));
     assertTrue(m.contains("service.key does not match"), m);

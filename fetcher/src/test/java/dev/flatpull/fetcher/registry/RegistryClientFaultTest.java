@@ -301,6 +301,22 @@ class RegistryClientFaultTest {
   }
 
   @Test
+  void readRange_registryIgnoresRangeAndSends200_theRestOfTheBlobIsNotRead_itsConnectionIsDropped() throws Exception {
+    RegistryClient c = client();
+    ByteRange head = new ByteRange(0, 16);
+    server.enqueue(whole(BIG));
+    assertArrayEquals(slice(BIG, head), c.readRange(BIG_DIGEST, head));
+    server.enqueue(partialOf(BIG, head));
+    assertArrayEquals(slice(BIG, head), c.readRange(BIG_DIGEST, head));
+    RecordedRequest first = server.takeRequest();
+    RecordedRequest second = server.takeRequest();
+    // Closing the 200 would have read on through the 4 MiB to reuse the connection (okhttp drains up to 100 ms of a
+    // body, all of it on loopback): the next request would have come on the same connection.
+    assertTrue(first.getConnectionIndex() != second.getConnectionIndex(), "the 200's connection was reused ("
+        + first.getConnectionIndex() + "), so the rest of the blob was read");
+  }
+
+  @Test
   void readRange_contentRangeDoesNotMatch_failsWithProtocolError() {
     RegistryClient c = client();
     server.enqueue(partial(4, 8));
