@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.github.luben.zstd.Zstd;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.core.Digest;
@@ -19,6 +18,8 @@ import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.runtimeimage.HostileRuntimeImages;
+import dev.flatpull.runtimeimage.HostileRuntimeImages.Hostile;
 import dev.flatpull.runtimeimage.RuntimeImageArtifact;
 import dev.flatpull.runtimeimage.RuntimeImageDecoder;
 import dev.flatpull.runtimeimage.RuntimeImageFormat;
@@ -454,45 +455,39 @@ class RuntimeImageColdStartIT {
         "flatpull_runtime_image_limits_total{limit=\"blob_size\"}");
 
     // Limits the image sets: each refused before a frame is read, and the start is lazy.
-    byte[] bomb = Zstd.compress(new byte[64 << 20], 19);
-    byte[] bombBlob = new byte[RuntimeImageFormat.HEADER_SIZE + bomb.length];
-    System.arraycopy(good, 0, bombBlob, 0, 20);
-    java.nio.ByteBuffer.wrap(bombBlob, 20, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(bomb.length);
-    System.arraycopy(bomb, 0, bombBlob, RuntimeImageFormat.HEADER_SIZE, bomb.length);
-    badStart("zstd-bomb index (" + bomb.length + " bytes announcing 64 MiB)", layout.index(), bombBlob, subject,
+    Hostile valid = new Hostile(layout.index(), good);
+    Hostile bomb = HostileRuntimeImages.zstdBomb(valid, 64 << 20);
+    badStart("zstd-bomb index (" + bomb.blob().length + " bytes announcing 64 MiB)", bomb.index(), bomb.blob(),
+        subject, "flatpull_runtime_image_limits_total{limit=\"index_size\"}");
+
+    Hostile padded = HostileRuntimeImages.withUnusedFiles(valid, 200_000);
+    badStart("index larger than the image's TOCs can need", padded.index(), padded.blob(), subject,
         "flatpull_runtime_image_limits_total{limit=\"index_size\"}");
 
-    RuntimeImageIndex padded = withUnusedFiles(layout.index(), 200_000);
-    badStart("index larger than the image's TOCs can need", padded, rewrite(good, layout, padded), subject,
-        "flatpull_runtime_image_limits_total{limit=\"index_size\"}");
-
-    byte[] longer = Arrays.copyOf(good, good.length + (4 << 20));
-    new Random(11).nextBytes(longer);
-    System.arraycopy(good, 0, longer, 0, good.length);
-    badStart("blob longer than its index promises", layout.index(), longer, subject,
+    Hostile longer = HostileRuntimeImages.longer(valid, 4 << 20);
+    badStart("blob longer than its index promises", longer.index(), longer.blob(), subject,
         "flatpull_runtime_image_limits_total{limit=\"blob_size\"}");
+
+    Hostile bigFrame = HostileRuntimeImages.withFrameLargerThanItsExtents(valid, 1 << 20);
+    badStart("a frame larger than its extents", bigFrame.index(), bigFrame.blob(), subject,
+        "flatpull_runtime_image_limits_total{limit=\"frame_size\"}");
 
     badStartOn("max_share = 0.001", "runtime image of more than a working set", layout.index(), good, subject,
         "flatpull_runtime_image_limits_total{limit=\"working_set\"}");
 
     // A frame no extent names, after frame 0: counted, never fetched; the rest of the runtime image serves the start.
-    byte[] noise = new byte[16 << 20];
-    new Random(13).nextBytes(noise);
-    byte[] noiseFrame = Zstd.compress(noise, 1);
-    RuntimeImageIndex withNoise = withFrameAfterTheFirst(layout.index(), noiseFrame.length, noise.length);
-    List<byte[]> frames = new ArrayList<>(layout.frames(good));
-    frames.add(1, noiseFrame);
-    byte[] noisy = RuntimeImageFormat.write(withNoise, frames);
-    RuntimeImageFormat.Layout noisyLayout = RuntimeImageFormat.read(noisy);
-    Start s = badStart("a frame without extents", withNoise, noisy, subject,
+    int noise = 16 << 20;
+    Hostile noisy = HostileRuntimeImages.withFrameWithoutExtents(valid, noise);
+    RuntimeImageFormat.Layout noisyLayout = RuntimeImageFormat.read(noisy.blob());
+    Start s = badStart("a frame without extents", noisy.index(), noisy.blob(), subject,
         "flatpull_runtime_image_limits_total{limit=\"frame_without_extent\"}");
     assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), s.describe());
-    long noiseEnd = noisyLayout.frameStart(1) + noiseFrame.length;
-    String blobPath = "/blobs/" + Digest.sha256(noisy);
+    long noiseEnd = noisyLayout.frameStart(2);
+    String blobPath = "/blobs/" + Digest.sha256(noisy.blob());
     assertTrue(s.requests().stream().anyMatch(r -> r.path().endsWith(blobPath)
-        && r.range().equals("bytes=" + noiseEnd + "-" + (noisy.length - 1))), "frames after the noise by range: "
-        + s.describe());
-    assertTrue(s.bytesDown() < good.length + noise.length / 2 + tocBytes(s), "the noise frame did not come down: "
+        && r.range().equals("bytes=" + noiseEnd + "-" + (noisy.blob().length - 1))), "frames after the noise by"
+        + " range: " + s.describe());
+    assertTrue(s.bytesDown() < good.length + noise / 2 + tocBytes(s), "the noise frame did not come down: "
         + s.describe());
 
     // A registry that fails mid-stream: the good runtime image again, its blob's connection cut after 100 KB.
@@ -582,37 +577,6 @@ class RuntimeImageColdStartIT {
       assertWholeTreeMatches(n, DebianImage.pythonRootfs());
       return s;
     }
-  }
-
-  /** {@code index} with {@code count} file names in its first layer that no extent uses: well-formed, and large. */
-  private static RuntimeImageIndex withUnusedFiles(RuntimeImageIndex index, int count) {
-    List<RuntimeImageIndex.LayerExtents> layers = new ArrayList<>(index.layers());
-    RuntimeImageIndex.LayerExtents l = layers.get(0);
-    List<String> files = new ArrayList<>(l.files());
-    for (int k = 0; k < count; k++) {
-      files.add("/unused/" + "u".repeat(100) + k);
-    }
-    layers.set(0, new RuntimeImageIndex.LayerExtents(l.digest(), files, l.extents()));
-    return new RuntimeImageIndex(index.verify(), index.service(), index.flatpullVersion(), index.createdAt(),
-        index.trace(), index.frames(), layers);
-  }
-
-  /** {@code index} with a frame of {@code length} bytes ({@code size} decompressed) after frame 0 that no extent names. */
-  private static RuntimeImageIndex withFrameAfterTheFirst(RuntimeImageIndex index, int length, int size) {
-    List<RuntimeImageIndex.Frame> frames = new ArrayList<>();
-    long offset = 0;
-    for (int f = 0; f <= index.frames().size(); f++) {
-      RuntimeImageIndex.Frame old = f == 1 ? null : index.frames().get(f == 0 ? 0 : f - 1);
-      RuntimeImageIndex.Frame now = old == null ? new RuntimeImageIndex.Frame(0, offset, length, size)
-          : new RuntimeImageIndex.Frame(old.layer(), offset, old.length(), old.size());
-      frames.add(now);
-      offset += now.length();
-    }
-    List<RuntimeImageIndex.LayerExtents> layers = index.layers().stream().map(l -> new RuntimeImageIndex.LayerExtents(
-        l.digest(), l.files(), l.extents().stream().map(e -> new RuntimeImageIndex.Extent(e.file(), e.fileOffset(),
-            e.length(), e.frame() == 0 ? 0 : e.frame() + 1, e.frameOffset(), e.digest())).toList())).toList();
-    return new RuntimeImageIndex(index.verify(), index.service(), index.flatpullVersion(), index.createdAt(),
-        index.trace(), frames, layers);
   }
 
   private static RuntimeImageIndex shiftFirstExtent(RuntimeImageIndex index) {

@@ -26,6 +26,7 @@ import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.HostileRuntimeImages.Hostile;
 import dev.flatpull.runtimeimage.RuntimeImageDecoder.RejectionKind;
 import dev.flatpull.runtimeimage.RuntimeImageFormat.Layout;
 import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
@@ -286,71 +287,29 @@ class RuntimeImageStreamTest {
 
   @Test
   void zstdBombIndex_isRefusedBeforeItIsDecompressed_nothingReservedNorAnyFrameFetched() throws Exception {
-    // A few hundred bytes of zstd announcing 32 MiB: the old bound (256 MiB) let it through, to be decompressed whole.
-    byte[] bomb = com.github.luben.zstd.Zstd.compress(new byte[32 << 20], 19);
-    assertTrue(bomb.length < 8192, bomb.length + " bytes");
-    byte[] blob = new byte[RuntimeImageFormat.HEADER_SIZE + bomb.length];
-    System.arraycopy(built.blob(), 0, blob, 0, 20);
-    java.nio.ByteBuffer.wrap(blob, 20, 4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(bomb.length);
-    System.arraycopy(bomb, 0, blob, RuntimeImageFormat.HEADER_SIZE, bomb.length);
-    publish(built.index(), blob);
-    assertRefused("index_size", cache("bomb"), blob.length);
+    // A few kilobytes of zstd announcing 32 MiB: the old bound (256 MiB) let it through, to be decompressed whole.
+    Hostile bomb = HostileRuntimeImages.zstdBomb(valid(), 32 << 20);
+    assertTrue(bomb.blob().length < 8192, bomb.blob().length + " bytes");
+    assertRefused("index_size", bomb, cache("bomb"));
   }
 
   @Test
   void indexLargerThanTheImagesTocsCanNeed_isRefused_thoughItIsWellFormed() throws Exception {
-    Layout layout = layoutOf();
-    RuntimeImageIndex i = layout.index();
-    // Well-formed JSON, consistent with itself (file names no extent uses), and far larger than this image's TOCs
-    // make necessary.
-    List<LayerExtents> layers = new ArrayList<>(i.layers());
-    List<String> files = new ArrayList<>(layers.get(0).files());
-    for (int k = 0; k < 50_000; k++) {
-      files.add("/padding/" + "p".repeat(64) + k);
-    }
-    layers.set(0, new LayerExtents(layers.get(0).digest(), files, layers.get(0).extents()));
-    RuntimeImageIndex padded = new RuntimeImageIndex(i.verify(), i.service(), i.flatpullVersion(), i.createdAt(),
-        i.trace(), i.frames(), layers);
-    byte[] blob = RuntimeImageFormat.write(padded, layout.frames(built.blob()));
-    assertTrue(blob.length < built.blob().length + (256 << 10), "compresses small: " + blob.length);
-    publish(padded, blob);
-    assertRefused("index_size", cache("padded"), blob.length);
+    Hostile padded = HostileRuntimeImages.withUnusedFiles(valid(), 50_000);
+    assertTrue(padded.blob().length < built.blob().length + (256 << 10), "compresses small: " + padded.blob().length);
+    assertRefused("index_size", padded, cache("padded"));
   }
 
   @Test
   void blobLongerThanItsIndexPromises_isRefusedAfterTheIndex_theRestIsNeverRead() throws Exception {
-    byte[] blob = java.util.Arrays.copyOf(built.blob(), built.blob().length + (1 << 20));
-    new Random(5).nextBytes(java.util.Arrays.copyOfRange(blob, built.blob().length, blob.length));
-    publish(built.index(), blob);
-    assertRefused("blob_size", cache("longer"), blob.length);
+    assertRefused("blob_size", HostileRuntimeImages.longer(valid(), 1 << 20), cache("longer"));
   }
 
   @Test
   void frameCarryingNoExtent_isNeverFetched_theRestIsDelivered() throws Exception {
-    Layout layout = layoutOf();
-    RuntimeImageIndex i = layout.index();
-    List<byte[]> frames = new ArrayList<>(layout.frames(built.blob()));
-    // 1 MiB of noise as a frame after frame 0, which no extent names.
-    byte[] noise = new byte[1 << 20];
-    new Random(9).nextBytes(noise);
-    byte[] extra = com.github.luben.zstd.Zstd.compress(noise, 1);
-    frames.add(1, extra);
-    List<RuntimeImageIndex.Frame> indexFrames = new ArrayList<>();
-    long offset = 0;
-    for (int f = 0; f < frames.size(); f++) {
-      RuntimeImageIndex.Frame old = f == 1 ? null : i.frames().get(f < 1 ? f : f - 1);
-      indexFrames.add(new RuntimeImageIndex.Frame(0, offset, frames.get(f).length, old == null ? noise.length
-          : old.size()));
-      offset += frames.get(f).length;
-    }
-    List<LayerExtents> layers = i.layers().stream().map(l -> new LayerExtents(l.digest(), l.files(),
-        l.extents().stream().map(e -> new Extent(e.file(), e.fileOffset(), e.length(),
-            e.frame() < 1 ? e.frame() : e.frame() + 1, e.frameOffset(), e.digest())).toList())).toList();
-    RuntimeImageIndex withNoise = new RuntimeImageIndex(i.verify(), i.service(), i.flatpullVersion(), i.createdAt(),
-        i.trace(), indexFrames, layers);
-    byte[] blob = RuntimeImageFormat.write(withNoise, frames);
-    publish(withNoise, blob);
-    Layout noisy = RuntimeImageFormat.read(blob);
+    Hostile noisy = HostileRuntimeImages.withFrameWithoutExtents(valid(), 1 << 20);
+    push(noisy);
+    Layout layout = RuntimeImageFormat.read(noisy.blob());
     PageCache cache = cache("noise");
     RuntimeImageStream.Outcome o = load(cache, new ArrayList<>());
     assertEquals(Optional.empty(), o.failure(), o.detail());
@@ -358,33 +317,16 @@ class RuntimeImageStreamTest {
     assertEquals(o.contents(), o.delivered());
     assertCacheHoldsTheImagesBytes(cache, true);
     // The whole-blob request stopped short of frame 1, then frames 2.. came by range.
-    long noiseStart = noisy.frameStart(1);
-    long noiseEnd = noiseStart + extra.length;
+    long noiseEnd = layout.frameStart(2);
     assertEquals(2, o.requests(), blobRequests().toString());
-    assertTrue(blobRequests().get(1).endsWith("bytes=" + noiseEnd + "-" + (blob.length - 1)), blobRequests().toString());
+    assertTrue(blobRequests().get(1).endsWith("bytes=" + noiseEnd + "-" + (noisy.blob().length - 1)),
+        blobRequests().toString());
   }
 
   @Test
   void frameHoldingMoreThanItsExtents_isRefused() throws Exception {
-    Layout layout = layoutOf();
-    RuntimeImageIndex i = layout.index();
-    List<byte[]> frames = new ArrayList<>(layout.frames(built.blob()));
-    byte[] content = com.github.luben.zstd.Zstd.decompress(frames.get(0), i.frames().get(0).size());
-    byte[] padded = java.util.Arrays.copyOf(content, content.length + (256 << 10));
-    frames.set(0, com.github.luben.zstd.Zstd.compress(padded, 3));
-    List<RuntimeImageIndex.Frame> indexFrames = new ArrayList<>();
-    long offset = 0;
-    for (int f = 0; f < frames.size(); f++) {
-      RuntimeImageIndex.Frame old = i.frames().get(f);
-      indexFrames.add(new RuntimeImageIndex.Frame(old.layer(), offset, frames.get(f).length,
-          f == 0 ? padded.length : old.size()));
-      offset += frames.get(f).length;
-    }
-    RuntimeImageIndex bigger = new RuntimeImageIndex(i.verify(), i.service(), i.flatpullVersion(), i.createdAt(),
-        i.trace(), indexFrames, i.layers());
-    byte[] blob = RuntimeImageFormat.write(bigger, frames);
-    publish(bigger, blob);
-    assertRefused("frame_size", cache("padded-frame"), blob.length);
+    assertRefused("frame_size", HostileRuntimeImages.withFrameLargerThanItsExtents(valid(), 256 << 10),
+        cache("padded-frame"));
   }
 
   @Test
@@ -406,17 +348,19 @@ class RuntimeImageStreamTest {
     assertEquals(Optional.empty(), o.failure(), o.detail());
   }
 
-  /** Loading the published runtime image is refused for {@code limit}: nothing cached, no frame read. */
-  private void assertRefused(String limit, PageCache cache, long blobSize) throws Exception {
+  /** Loading {@code hostile}, published, is refused for {@code limit}: nothing cached, no frame read. */
+  private void assertRefused(String limit, Hostile hostile, PageCache cache) throws Exception {
+    push(hostile);
     RuntimeImageLimitException e = assertThrows(RuntimeImageLimitException.class, () -> load(cache,
         new ArrayList<>()));
     assertEquals(limit, e.limit(), e.getMessage());
     assertNothingCached(cache);
-    long indexEnd = RuntimeImageBounds.of(Limits.DEFAULTS, Verification.IMAGE, tocs.values()).indexEnd();
     assertTrue(blobRequests().size() <= 1, blobRequests().toString());
-    assertTrue(registry.blobBytesSent.get() <= blobSize, "asked for no more than the blob");
-    assertTrue(indexEnd < blobSize || limit.equals("index_size") || limit.equals("frame_size"),
-        "the blob outgrows the index's bound: " + indexEnd);
+    assertTrue(registry.blobBytesSent.get() <= hostile.blob().length, "asked for no more than the blob");
+  }
+
+  private Hostile valid() {
+    return new Hostile(built.index(), built.blob());
   }
 
   private void assertNothingCached(PageCache cache) throws Exception {
@@ -427,8 +371,10 @@ class RuntimeImageStreamTest {
     }
   }
 
-  /** Publishes {@code blob} as the service's runtime image (replacing the fixture's) and loads that one from now. */
-  private void publish(RuntimeImageIndex index, byte[] blob) throws Exception {
+  /** Publishes {@code hostile} as the service's runtime image (replacing the fixture's), loaded from now on. */
+  private void push(Hostile hostile) throws Exception {
+    RuntimeImageIndex index = hostile.index();
+    byte[] blob = hostile.blob();
     Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest.digest(), image.manifest.raw().length,
         Map.of());
     RuntimeImagePublisher publisher = new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM,
