@@ -98,6 +98,49 @@ class LayerPrefetcherTest {
   }
 
   /**
+   * A miss whose content a producer (a runtime-image stream) has reserved waits for it and fetches nothing: its
+   * neighbours are not fetched alone, in a request of their own that would race the stream.
+   */
+  @Test
+  void reader_aMissAProducerServes_fetchesNoNeighbours() throws Exception {
+    // The reader's activity clock ticks when it found its content missing: then the producer fills the reservation.
+    java.util.concurrent.CountDownLatch waiting = new java.util.concurrent.CountDownLatch(1);
+    ReadActivity activity = new ReadActivity(Duration.ZERO, () -> {
+      waiting.countDown();
+      return System.nanoTime();
+    }, () -> {});
+    LayerContentReader reader = new LayerContentReader(layer, cache, 0, activity, ContentEvents.NONE,
+        PendingProducers.NONE, PageSource.NONE, 200_000);
+    LayerEntry part3 = layer.index().entry("lib/part3.so").orElseThrow();
+    LayerChunk first = part3.chunks().get(0);
+    dev.flatpull.pagecache.Reservation stream = cache.reserve(first.digest()).orElseThrow();
+    byte[] truth = Arrays.copyOfRange(files.get("lib/part3.so"), 0, (int) first.size());
+    assertTrue(truth.length >= 4096, "the read lies in the reserved chunk");
+    Thread producer = new Thread(() -> {
+      try {
+        waiting.await();
+        stream.fill(dev.flatpull.core.VerifiedContent.check(first.digest(), "stream", truth));
+      } catch (Exception e) {
+        stream.abandon();
+      }
+    });
+    producer.start();
+    byte[] got = new byte[4096];
+    Thread reading = new Thread(() -> {
+      try {
+        reader.read(part3, 0, got, got.length);
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    });
+    reading.start();
+    reading.join(10_000);
+    producer.join(10_000);
+    assertArrayEquals(Arrays.copyOf(truth, 4096), got);
+    assertEquals(0, requests.get(), "no request of the reader's own, neither for the miss nor for its neighbours");
+  }
+
+  /**
    * A miss brings the chunks stored after it (the files that follow it in the layer) in the same request; the window
    * doubles while misses move forward through the blob, and starts again small after a miss elsewhere.
    */
