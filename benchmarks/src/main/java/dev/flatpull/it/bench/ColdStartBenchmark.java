@@ -52,7 +52,8 @@ import java.util.Optional;
  * zstd:chunked made by {@code flatpull convert --format zstd-chunked} and by {@code skopeo copy
  * --dest-compress-format zstd:chunked} (containers/storage's compressor, as podman and buildah push it). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
  * default configuration (no runtime image looked for) run from the jar of another built source tree, so that a change is
- * measured before and after in one run.
+ * measured before and after in one run; mode {@code runtime-image-baseline} is the same tree with the service's
+ * runtime image.
  *
  * <p>Writes {@code results.jsonl} (one line per start, as it is measured), {@code images.json}, {@code results.md},
  * {@code results.svg} and the registry's request log under {@code --out}. {@code --check} exits 1 when a start did not
@@ -68,7 +69,7 @@ public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
-      "runtime-image", "runtime-image-landing", "runtime-image-nowarmup", "stargz");
+      "runtime-image", "runtime-image-landing", "runtime-image-nowarmup", "runtime-image-baseline", "stargz");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -368,14 +369,14 @@ public final class ColdStartBenchmark {
       case "lazy-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true,
           "[runtime_image]\nload = false\n");
       case "runtime-image-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true, "");
-      case "lazy-baseline" -> {
-        // The daemon and its FUSE manager run from that tree's jar, with its defaults but for runtime images, which
-        // the registry holds for these images: the tree must know [runtime_image] load (any build since runtime
-        // images are loaded). No metrics from it: it may not know this build's other settings.
+      case "lazy-baseline", "runtime-image-baseline" -> {
+        // The daemon and its FUSE manager run from that tree's jar, with its defaults; lazy-baseline without runtime
+        // images, which the registry holds for these images: the tree must know [runtime_image] load (any build
+        // since runtime images are loaded). No metrics from it: it may not know this build's other settings.
         String own = System.getProperty("flatpull.root", "..");
         System.setProperty("flatpull.root", baselineRoot);
         try {
-          d = FlatpullDaemon.start("", true, "[runtime_image]\nload = false\n");
+          d = FlatpullDaemon.start("", true, mode.equals("lazy-baseline") ? "[runtime_image]\nload = false\n" : "");
         } finally {
           System.setProperty("flatpull.root", own);
         }
