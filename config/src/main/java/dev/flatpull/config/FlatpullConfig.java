@@ -15,10 +15,11 @@ import java.util.Optional;
  */
 public record FlatpullConfig(
     Path root, RegistrySettings registry, FetchLimits limits, CacheSettings cache, SnapshotterSettings snapshotter,
-    RuntimeImageSettings runtimeImage) {
+    RuntimeImageSettings runtimeImage, FuseSettings fuse) {
   public static final Path DEFAULT_ROOT = Path.of("/var/lib/flatpull");
   public static final FlatpullConfig DEFAULTS = new FlatpullConfig(DEFAULT_ROOT, RegistrySettings.DEFAULTS,
-      FetchLimits.DEFAULTS, CacheSettings.DEFAULTS, SnapshotterSettings.DEFAULTS, RuntimeImageSettings.DEFAULTS);
+      FetchLimits.DEFAULTS, CacheSettings.DEFAULTS, SnapshotterSettings.DEFAULTS, RuntimeImageSettings.DEFAULTS,
+      FuseSettings.DEFAULTS);
 
   public FlatpullConfig {
     Objects.requireNonNull(root);
@@ -27,22 +28,27 @@ public record FlatpullConfig(
     Objects.requireNonNull(cache);
     Objects.requireNonNull(snapshotter);
     Objects.requireNonNull(runtimeImage);
+    Objects.requireNonNull(fuse);
   }
 
   public FlatpullConfig withRegistry(RegistrySettings r) {
-    return new FlatpullConfig(root, r, limits, cache, snapshotter, runtimeImage);
+    return new FlatpullConfig(root, r, limits, cache, snapshotter, runtimeImage, fuse);
   }
 
   public FlatpullConfig withLimits(FetchLimits l) {
-    return new FlatpullConfig(root, registry, l, cache, snapshotter, runtimeImage);
+    return new FlatpullConfig(root, registry, l, cache, snapshotter, runtimeImage, fuse);
   }
 
   public FlatpullConfig withSnapshotter(SnapshotterSettings s) {
-    return new FlatpullConfig(root, registry, limits, cache, s, runtimeImage);
+    return new FlatpullConfig(root, registry, limits, cache, s, runtimeImage, fuse);
+  }
+
+  public FlatpullConfig withFuse(FuseSettings f) {
+    return new FlatpullConfig(root, registry, limits, cache, snapshotter, runtimeImage, f);
   }
 
   public FlatpullConfig withRuntimeImage(RuntimeImageSettings ri) {
-    return new FlatpullConfig(root, registry, limits, cache, snapshotter, ri);
+    return new FlatpullConfig(root, registry, limits, cache, snapshotter, ri, fuse);
   }
 
   /**
@@ -67,8 +73,9 @@ public record FlatpullConfig(
     CacheSettings c = cache(top.table("cache"));
     SnapshotterSettings s = snapshotter(top.table("snapshotter"));
     RuntimeImageSettings ri = runtimeImage(top.table("runtime_image"));
+    FuseSettings f = fuse(top.table("fuse"));
     top.rejectUnknownKeys();
-    return new FlatpullConfig(root, r, l, c, s, ri);
+    return new FlatpullConfig(root, r, l, c, s, ri, f);
   }
 
   private static RegistrySettings registry(TomlTable t) throws ConfigException {
@@ -150,6 +157,14 @@ public record FlatpullConfig(
       }
     }
     return options;
+  }
+
+  private static FuseSettings fuse(TomlTable t) throws ConfigException {
+    String name = t.string("engine", FuseSettings.DEFAULTS.engine().configName());
+    FuseSettings.Engine engine = FuseSettings.Engine.named(name)
+        .orElseThrow(() -> t.invalid("engine", "\"" + name + "\" is not an engine (kernel, libfuse)"));
+    t.rejectUnknownKeys();
+    return new FuseSettings(engine);
   }
 
   private static RuntimeImageSettings runtimeImage(TomlTable t) throws ConfigException {

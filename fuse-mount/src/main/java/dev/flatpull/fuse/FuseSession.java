@@ -23,10 +23,7 @@ import ru.serce.jnrfuse.struct.FuseOperations;
  * a cold start makes hundreds of them: lookups, getattrs, overlayfs's xattr queries, opens, reads, releases. A Java
  * thread is attached once, when it starts, so a callback on it costs nothing extra.
  *
- * <p>Workers grow and shrink as libfuse's do: one more starts when a request leaves none waiting, up to
- * {@link #MAX_WORKERS}, and a worker that finishes a request while more than {@link #MAX_IDLE} wait ends. Forgets do
- * not count (a burst of them would otherwise start a thread each, as libfuse notes). A request that blocks on the
- * registry holds only its own worker.
+ * <p>Its workers are {@link SessionWorkers}.
  */
 final class FuseSession {
   /** The part of libfuse 2's API that {@code fuse_main} is made of (fuse.h, fuse_lowlevel.h). */
@@ -57,8 +54,6 @@ final class FuseSession {
     static final Lib LIB = LibraryLoader.create(Lib.class).failImmediately().load("fuse");
   }
 
-  static final int MAX_WORKERS = 64;
-  static final int MAX_IDLE = 10;
   private static final int EINTR = 4;
   private static final int FUSE_FORGET = 2;
   private static final int FUSE_BATCH_FORGET = 42;
@@ -69,13 +64,9 @@ final class FuseSession {
   private final Pointer session;
   private final Pointer chan;
   private final long bufferSize;
-  private final int maxWorkers;
-  private final Executor threads;
+  private final SessionWorkers workers;
   private final CompletableFuture<Void> ended = new CompletableFuture<>();
   private final jnr.ffi.Runtime runtime;
-  // Guarded by this: workers running, and those among them waiting for a request.
-  private int workers;
-  private int waiting;
 
   private FuseSession(Lib lib, Pointer fuse, Pointer mountpointName, boolean multithreaded, Executor threads) {
     this.lib = lib;
@@ -84,8 +75,7 @@ final class FuseSession {
     this.session = lib.fuse_get_session(fuse);
     this.chan = lib.fuse_session_next_chan(session, null);
     this.bufferSize = lib.fuse_chan_bufsize(chan);
-    this.maxWorkers = multithreaded ? MAX_WORKERS : 1;
-    this.threads = threads;
+    this.workers = new SessionWorkers(multithreaded ? SessionWorkers.MAX_WORKERS : 1, threads, this::work);
     this.runtime = jnr.ffi.Runtime.getRuntime(lib);
   }
 
@@ -116,29 +106,11 @@ final class FuseSession {
           + " installed?)");
     }
     FuseSession s = new FuseSession(lib, fuse, name.getValue(), multithreaded.intValue() != 0, threads);
-    synchronized (s) {
-      s.workers = 1;
-      s.waiting = 1;
-    }
-    if (!s.launch()) {
+    if (!s.workers.start()) {
       lib.fuse_teardown(fuse, name.getValue());
       throw new IOException("no thread to serve the FUSE mount at " + mountPoint);
     }
     return s.ended;
-  }
-
-  /** Starts one more worker (already counted); when no thread can be had, uncounts it and says so. */
-  private boolean launch() {
-    try {
-      threads.execute(this::work);
-      return true;
-    } catch (java.util.concurrent.RejectedExecutionException | OutOfMemoryError e) {
-      synchronized (this) {
-        workers--;
-        waiting--;
-      }
-      return false;
-    }
   }
 
   private void work() {
@@ -162,46 +134,20 @@ final class FuseSession {
         }
         int opcode = buf.getInt(4);
         boolean forget = opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET;
-        boolean grow = false;
-        synchronized (this) {
-          if (!forget) {
-            waiting--;
-            idle = false;
-          }
-          if (waiting == 0 && workers < maxWorkers) {
-            workers++;
-            waiting++;
-            grow = true;
-          }
-        }
-        if (grow) {
-          launch();
-        }
+        // A forget leaves its worker counted among those waiting.
+        idle = forget;
+        workers.took(forget);
         lib.fuse_session_process(session, buf, n, from.getPointer(0));
-        synchronized (this) {
-          if (!forget) {
-            waiting++;
-            idle = true;
-          }
-          if (waiting > MAX_IDLE) {
-            return;
-          }
+        idle = true;
+        if (workers.served(forget)) {
+          return;
         }
       }
     } catch (RuntimeException | Error e) {
       lib.fuse_session_exit(session);
       throw e;
     } finally {
-      boolean last;
-      synchronized (this) {
-        workers--;
-        if (idle) {
-          waiting--;
-        }
-        last = workers == 0;
-      }
-      // More than MAX_IDLE waiting means others run: only the session's end leaves no worker.
-      if (last) {
+      if (workers.ended(idle)) {
         finish();
       }
     }

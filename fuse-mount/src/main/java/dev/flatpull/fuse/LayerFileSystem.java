@@ -2,7 +2,6 @@ package dev.flatpull.fuse;
 
 import dev.flatpull.fuse.LayerTree.Node;
 import java.nio.charset.StandardCharsets;
-import java.util.Map;
 import java.util.Optional;
 import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
@@ -51,6 +50,18 @@ public final class LayerFileSystem extends FuseStubFS {
     this.events = events;
     this.tree = tree;
     return this;
+  }
+
+  LayerTree tree() {
+    return tree;
+  }
+
+  LayerContentReader reader() {
+    return reader;
+  }
+
+  FuseEvents events() {
+    return events;
   }
 
   /** Whether {@link #bind} has given it a layer. */
@@ -124,16 +135,7 @@ public final class LayerFileSystem extends FuseStubFS {
   }
 
   static void fill(Node n, FileStat stat) {
-    int type =
-        switch (n.kind()) {
-          case DIR -> FileStat.S_IFDIR;
-          case REG -> FileStat.S_IFREG;
-          case SYMLINK -> FileStat.S_IFLNK;
-          case CHAR -> FileStat.S_IFCHR;
-          case BLOCK -> FileStat.S_IFBLK;
-          case FIFO -> FileStat.S_IFIFO;
-        };
-    stat.st_mode.set(type | (n.mode() & 07777));
+    stat.st_mode.set(n.stMode());
     stat.st_ino.set(n.ino());
     stat.st_nlink.set(n.links());
     stat.st_uid.set(n.uid());
@@ -269,12 +271,7 @@ public final class LayerFileSystem extends FuseStubFS {
       if (n.isEmpty()) {
         return -ErrorCodes.ENOENT();
       }
-      java.io.ByteArrayOutputStream names = new java.io.ByteArrayOutputStream();
-      for (Map.Entry<String, byte[]> x : n.get().xattrs().entrySet()) {
-        names.writeBytes(x.getKey().getBytes(StandardCharsets.UTF_8));
-        names.write(0);
-      }
-      byte[] all = names.toByteArray();
+      byte[] all = n.get().xattrNameList();
       if (size == 0) {
         return all.length;
       }

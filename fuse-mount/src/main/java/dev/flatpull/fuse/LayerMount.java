@@ -1,5 +1,6 @@
 package dev.flatpull.fuse;
 
+import dev.flatpull.config.FuseSettings.Engine;
 import dev.flatpull.core.MountTable;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -12,7 +13,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 /**
- * One layer mounted read-only with FUSE. The options make an immutable tree fast: {@code kernel_cache} keeps file pages
+ * One layer mounted read-only with FUSE, served by one of two engines ({@link Engine}): the kernel engine
+ * ({@link KernelSession}, flatpull speaking the kernel's protocol) or libfuse 2 through jnr-fuse, whose options are
+ * below. A mount the kernel engine cannot make (no CAP_SYS_ADMIN) is made with libfuse, said once in the log. For
+ * libfuse, the options make an immutable tree fast: {@code kernel_cache} keeps file pages
  * across opens, long entry/attribute timeouts spare repeated lookups, {@code use_ino} shows the tree's inode numbers (so
  * hard links share one), and {@code allow_other} lets containerd and overlayfs read it. {@code nosuid,nodev} are
  * explicit, not left to libfuse's defaults: a layer's setuid binaries and device nodes act only through the container's
@@ -23,12 +27,90 @@ public final class LayerMount implements AutoCloseable {
       "-o", "ro,nosuid,nodev,use_ino,kernel_cache,allow_other,default_permissions,entry_timeout=3600,attr_timeout=3600,"
           + "negative_timeout=3600,fsname=flatpull,subtype=flatpull");
 
+  private static final System.Logger LOG = System.getLogger(LayerMount.class.getName());
+  // Said once per process: the kernel engine could not mount, libfuse serves.
+  private static final java.util.concurrent.atomic.AtomicBoolean FELL_BACK = new java.util.concurrent.atomic.AtomicBoolean();
+
   private final LayerFileSystem fs;
   private final Path mountPoint;
+  // The kernel engine's session; null when libfuse serves.
+  private final KernelSession kernel;
 
-  private LayerMount(LayerFileSystem fs, Path mountPoint) {
+  private LayerMount(LayerFileSystem fs, Path mountPoint, KernelSession kernel) {
     this.fs = fs;
     this.mountPoint = mountPoint;
+    this.kernel = kernel;
+  }
+
+  /** Mounts with {@code engine}, the kernel engine falling back to libfuse where it cannot mount. */
+  public static LayerMount mount(LayerFileSystem fs, Path mountPoint, Engine engine) throws IOException {
+    if (engine == Engine.KERNEL) {
+      if (!fs.bound()) {
+        throw new IllegalStateException("a file system with no layer cannot be mounted");
+      }
+      clearStale(mountPoint);
+      Files.createDirectories(mountPoint);
+      try {
+        return mountKernel(fs, mountPoint);
+      } catch (KernelSession.Unavailable e) {
+        if (FELL_BACK.compareAndSet(false, true)) {
+          LOG.log(System.Logger.Level.WARNING, "the kernel FUSE engine cannot serve here (" + e.getMessage()
+              + "); layers are mounted with libfuse");
+        }
+      }
+    }
+    return mount(fs, mountPoint, false, LOOP_THREADS);
+  }
+
+  private static LayerMount mountKernel(LayerFileSystem fs, Path mountPoint) throws IOException {
+    KernelSession s = KernelSession.start(fs.tree(), fs.reader(), fs.events(), mountPoint, LOOP_THREADS);
+    try {
+      CompletableFuture.anyOf(s.initialized(), s.ended()).get(MOUNT_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+      s.initialized().getNow(null);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      s.unmount();
+      throw new java.io.InterruptedIOException("interrupted mounting " + mountPoint);
+    } catch (ExecutionException | TimeoutException | java.util.concurrent.CompletionException e) {
+      s.unmount();
+      Throwable cause = e.getCause() != null ? e.getCause() : e;
+      if (cause instanceof KernelSession.Unavailable u) {
+        throw u;
+      }
+      throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: " + cause, cause);
+    }
+    if (!s.initialized().isDone()) {
+      s.unmount();
+      throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: the kernel ended the"
+          + " connection before INIT");
+    }
+    return new LayerMount(fs, mountPoint.toAbsolutePath(), s);
+  }
+
+  /** The engine serving this mount. */
+  public Engine engine() {
+    return kernel != null ? Engine.KERNEL : Engine.LIBFUSE;
+  }
+
+  /**
+   * Requests of each kind the kernel has sent to this mount (the kernel engine counts them: reads, lookups, ...);
+   * empty under libfuse.
+   */
+  public java.util.Map<String, Long> requests() {
+    if (kernel == null) {
+      return java.util.Map.of();
+    }
+    return java.util.Map.of("lookup", kernel.requests(KernelSession.LOOKUP), "getattr",
+        kernel.requests(KernelSession.GETATTR), "read", kernel.requests(KernelSession.READ), "readdir",
+        kernel.requests(KernelSession.READDIR), "readdirplus", kernel.requests(KernelSession.READDIRPLUS), "open",
+        kernel.requests(KernelSession.OPEN) + kernel.requests(KernelSession.OPENDIR), "getxattr",
+        kernel.requests(KernelSession.GETXATTR), "readlink", kernel.requests(KernelSession.READLINK));
+  }
+
+  /** What the kernel engine negotiated with the kernel for this mount, in words; empty under libfuse. */
+  public java.util.Optional<String> negotiated() {
+    return kernel == null ? java.util.Optional.empty()
+        : java.util.Optional.of(kernel.initialized().join().describe());
   }
 
   /**
@@ -36,11 +118,14 @@ public final class LayerMount implements AutoCloseable {
    * left by a killed process (ENOTCONN) is lazily unmounted first.
    */
   public static LayerMount mount(LayerFileSystem fs, Path mountPoint) throws IOException {
-    return mount(fs, mountPoint, false);
+    return mount(fs, mountPoint, DEFAULT_ENGINE);
   }
 
+  /** The engine a mount that names none takes: what {@code [fuse] engine} defaults to. */
+  public static final Engine DEFAULT_ENGINE = dev.flatpull.config.FuseSettings.DEFAULTS.engine();
+
   /**
-   * Like {@link #mount(LayerFileSystem, Path)}; {@code singleThreaded} runs libfuse's single-threaded loop ({@code -s})
+   * Mounts with libfuse; {@code singleThreaded} runs libfuse's single-threaded loop ({@code -s})
    * instead of the multi-threaded one, which only the benchmark that compares the two should want: with one thread,
    * a read waiting for the registry stalls every other read of the layer.
    */
@@ -91,7 +176,7 @@ public final class LayerMount implements AutoCloseable {
       throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: libfuse ended before the"
           + " kernel initialised the mount (is /dev/fuse usable and fusermount installed?)");
     }
-    return new LayerMount(fs, mountPoint);
+    return new LayerMount(fs, mountPoint, null);
   }
 
   private static final long MOUNT_TIMEOUT_SECONDS = 30;
@@ -136,7 +221,11 @@ public final class LayerMount implements AutoCloseable {
   /** Unmounts, and returns once the kernel no longer lists the mount (at most about ten seconds). */
   @Override
   public void close() {
-    fs.umount();
+    if (kernel != null) {
+      kernel.unmount();
+    } else {
+      fs.umount();
+    }
     try {
       for (int i = 0; i < 200 && isMounted(mountPoint); i++) {
         Thread.sleep(50);

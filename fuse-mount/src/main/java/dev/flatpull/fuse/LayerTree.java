@@ -69,6 +69,8 @@ public final class LayerTree {
     // Paths of a directory's entries (the index's own strings: a name per entry would cost a string per entry), null
     // for every other kind.
     final List<String> childPaths;
+    // A directory's own path ("" for the root; a directory has one name), for lookups by node; null for other kinds.
+    String dirPath;
     int links = 1;
 
     Node(long ino, Kind kind, LayerEntry entry, boolean whiteout) {
@@ -86,6 +88,19 @@ public final class LayerTree {
 
     public Kind kind() {
       return kind;
+    }
+
+    /** {@code st_mode}: the file type's bits and {@link #mode}. */
+    public int stMode() {
+      int type = switch (kind) {
+        case DIR -> 0040000;
+        case REG -> 0100000;
+        case SYMLINK -> 0120000;
+        case CHAR -> 0020000;
+        case BLOCK -> 0060000;
+        case FIFO -> 0010000;
+      };
+      return type | (mode() & 07777);
     }
 
     /** Permission bits with setuid, setgid and sticky. */
@@ -141,6 +156,16 @@ public final class LayerTree {
       return whiteout || entry == null ? Map.of() : shown(entry.xattrs());
     }
 
+    /** The names of {@link #xattrs}, each followed by a NUL: what listxattr answers. */
+    public byte[] xattrNameList() {
+      java.io.ByteArrayOutputStream names = new java.io.ByteArrayOutputStream();
+      for (String name : xattrs().keySet()) {
+        names.writeBytes(name.getBytes(StandardCharsets.UTF_8));
+        names.write(0);
+      }
+      return names.toByteArray();
+    }
+
     /** For a regular file, the entry whose chunks hold its bytes; null otherwise. */
     public LayerEntry content() {
       return kind == Kind.REG ? entry : null;
@@ -172,6 +197,8 @@ public final class LayerTree {
   }
 
   private final Map<String, Node> byPath = new HashMap<>();
+  // Every node shown, at its inode number (null where a replaced node's number was): the kernel names nodes by number.
+  private Node[] byIno;
   private long nextIno = 1;
   private long totalBytes;
 
@@ -180,12 +207,16 @@ public final class LayerTree {
   /** Builds the tree of a layer from its verified index. */
   public static LayerTree of(LayerIndex index) {
     LayerTree t = new LayerTree();
-    t.byPath.put("", t.node(Kind.DIR, null, false));
+    Node top = t.node(Kind.DIR, null, false);
+    top.dirPath = "";
+    t.byPath.put("", top);
     Map<String, LayerEntry> deferredLinks = new LinkedHashMap<>();
     for (LayerEntry e : index.entries()) {
       if (e.name().isEmpty()) {
         Node root = t.byPath.get("");
-        Node replaced = t.node(Kind.DIR, e, false);
+        // The root keeps number 1: the kernel's protocol names it so.
+        Node replaced = new Node(root.ino, Kind.DIR, e, false);
+        replaced.dirPath = "";
         replaced.childPaths.addAll(root.childPaths);
         t.byPath.put("", replaced);
         continue;
@@ -232,6 +263,10 @@ public final class LayerTree {
       t.add(link.name(), target);
     }
     t.countSubdirectories();
+    t.byIno = new Node[Math.toIntExact(t.nextIno)];
+    for (Node n : t.byPath.values()) {
+      t.byIno[(int) n.ino] = n;
+    }
     return t;
   }
 
@@ -278,6 +313,7 @@ public final class LayerTree {
     }
     for (String m : missing) {
       Node d = node(Kind.DIR, null, false);
+      d.dirPath = m;
       byPath.put(m, d);
       n.childPaths.add(m);
       n = d;
@@ -286,6 +322,9 @@ public final class LayerTree {
   }
 
   private void add(String path, Node n) {
+    if (n.kind == Kind.DIR) {
+      n.dirPath = path;
+    }
     int slash = path.lastIndexOf('/');
     String parent = slash < 0 ? "" : path.substring(0, slash);
     Node dir = ensureDir(parent);
@@ -298,6 +337,32 @@ public final class LayerTree {
   public Optional<Node> lookup(String fusePath) {
     String p = fusePath.length() > 1 && fusePath.startsWith("/") ? fusePath.substring(1) : fusePath.equals("/") ? "" : fusePath;
     return Optional.ofNullable(byPath.get(p));
+  }
+
+  /** The node numbered {@code ino} ({@link Node#ino}; the root is 1), if the tree shows one. */
+  public Optional<Node> node(long ino) {
+    return ino > 0 && ino < byIno.length ? Optional.ofNullable(byIno[(int) ino]) : Optional.empty();
+  }
+
+  /** The entry {@code name} of directory {@code dir}, if it has one. */
+  public Optional<Node> child(Node dir, String name) {
+    if (dir.dirPath == null) {
+      return Optional.empty();
+    }
+    return Optional.ofNullable(byPath.get(dir.dirPath.isEmpty() ? name : dir.dirPath + "/" + name));
+  }
+
+  /** A directory's entries, in layer order, with their names. */
+  public void forEachChild(Node dir, java.util.function.BiPredicate<String, Node> visit) {
+    if (dir.childPaths == null) {
+      return;
+    }
+    for (String p : dir.childPaths) {
+      Node c = byPath.get(p);
+      if (c != null && !visit.test(p.substring(p.lastIndexOf('/') + 1), c)) {
+        return;
+      }
+    }
   }
 
   /** Number of paths (hard links count once per name). */

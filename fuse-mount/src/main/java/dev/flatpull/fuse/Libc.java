@@ -1,0 +1,64 @@
+package dev.flatpull.fuse;
+
+import jnr.ffi.LibraryLoader;
+import jnr.ffi.Pointer;
+import jnr.ffi.types.size_t;
+import jnr.ffi.types.ssize_t;
+
+/**
+ * The system calls the kernel engine makes: the FUSE device is opened, mounted and served with them. Java 17 has no
+ * foreign-function API and its {@code FileChannel} serialises reads and writes of one descriptor behind a lock (a
+ * worker blocked reading the device would keep every other from answering), so they go through jnr-ffi, which
+ * jnr-fuse already brings. Public only because jnr-ffi's generated class, in a loader of its own, implements it.
+ */
+public interface Libc {
+  int O_RDWR = 2;
+  int O_CLOEXEC = 0x80000;
+  long MS_RDONLY = 1;
+  long MS_NOSUID = 2;
+  long MS_NODEV = 4;
+  int MNT_DETACH = 2;
+
+  int EPERM = 1;
+  int ENOENT = 2;
+  int EINTR = 4;
+  int EIO = 5;
+  int EAGAIN = 11;
+  int ENODEV = 19;
+  int ENOTDIR = 20;
+  int EISDIR = 21;
+  int EINVAL = 22;
+  int EROFS = 30;
+  int ERANGE = 34;
+  int ENOSYS = 38;
+  int ENODATA = 61;
+
+  int open(String path, int flags);
+
+  int close(int fd);
+
+  @ssize_t long read(int fd, Pointer buf, @size_t long count);
+
+  @ssize_t long write(int fd, Pointer buf, @size_t long count);
+
+  int mount(String source, String target, String fstype, long flags, String data);
+
+  int umount2(String target, int flags);
+
+  int getuid();
+
+  int getgid();
+
+  /** Loaded once, on first use. */
+  final class Holder {
+    static final Libc LIBC = LibraryLoader.create(Libc.class).failImmediately().load("c");
+    static final jnr.ffi.Runtime RUNTIME = jnr.ffi.Runtime.getRuntime(LIBC);
+
+    private Holder() {}
+
+    /** The errno of the calling thread's last call through {@link #LIBC}. */
+    static int errno() {
+      return RUNTIME.getLastError();
+    }
+  }
+}
