@@ -69,6 +69,8 @@ class FlatpullConfigTest {
         max_share = 0.5
         index_bytes_per_extent = 512
         frame_slack = "8KiB"
+        [fuse]
+        engine = "libfuse"
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -100,6 +102,18 @@ class FlatpullConfigTest {
     assertEquals(true, c.runtimeImage().kernelLanding());
     assertEquals(new RuntimeImageSettings.Limits(0.5, 512, 8192), c.runtimeImage().limits());
     assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
+    assertEquals(FuseSettings.Engine.LIBFUSE, c.fuse().engine());
+  }
+
+  @Test
+  void parse_fuseEngine_isTheKernelsByDefault_andAnUnknownOneIsRefusedWithTheChoices() throws Exception {
+    assertEquals(FuseSettings.Engine.KERNEL, FlatpullConfig.parse("f.toml", "").fuse().engine());
+    assertEquals(FuseSettings.Engine.KERNEL, FlatpullConfig.parse("f.toml", "[fuse]\nengine = \"kernel\"\n").fuse()
+        .engine());
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f.toml", "[fuse]\nengine = \"fuse3\"\n"));
+    assertEquals("fuse.engine", e.key());
+    assertTrue(e.getMessage().contains("kernel, libfuse"), e.getMessage());
   }
 
   @Test

@@ -210,7 +210,7 @@ public final class LayerServer implements AutoCloseable {
         NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
-    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key);
+    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key, config.fuse().engine());
     long t3 = nanoTime.getAsLong();
     // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
     // for it.

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.FuseSettings;
 import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
@@ -70,6 +71,11 @@ class DebianRootfsIT {
     }
   }
 
+  /** The engine every mount of this suite takes; {@link DebianRootfsLibfuseIT} runs it on the other one. */
+  FuseSettings.Engine engine() {
+    return LayerMount.DEFAULT_ENGINE;
+  }
+
   @AfterAll
   void tearDown() throws Exception {
     for (Path o : overlays) {
@@ -109,8 +115,9 @@ class DebianRootfsIT {
     for (int i = 0; i < layers.size(); i++) {
       LazyLayer lazy = opener.open(layers.get(i));
       LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
-          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(tag + "-layer" + i));
+          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(tag + "-layer" + i), engine());
       mounts.add(m);
+      assertEquals(engine(), m.engine(), "no fallback");
       lower.add(0, m.mountPoint().toString());
     }
     Path merged = Files.createDirectories(work.resolve(tag + "-merged"));

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.FuseSettings;
 import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.fetcher.layer.EntryType;
 import dev.flatpull.fetcher.layer.LayerEntry;
@@ -84,7 +85,9 @@ class FuseMountIT {
       LazyLayer layer = opener.open(descriptors.get(i));
       layers.add(layer);
       LayerFileSystem fs = new LayerFileSystem(LayerTree.of(layer.index()), new LayerContentReader(layer, cache), FuseEvents.NONE);
-      mounts.add(cleanup.add(LayerMount.mount(fs, work.resolve("layer" + i))));
+      LayerMount m = cleanup.add(LayerMount.mount(fs, work.resolve("layer" + i), engine()));
+      assertEquals(engine(), m.engine(), "no fallback");
+      mounts.add(m);
     }
     merged = Files.createDirectories(work.resolve("merged"));
     String lower = mounts.get(1).mountPoint() + ":" + mounts.get(0).mountPoint();
@@ -92,6 +95,11 @@ class FuseMountIT {
         .orThrow(List.of("mount", "-t", "overlay"));
     Path overlay = merged;
     cleanup.add(() -> Processes.run(List.of("umount", overlay.toString()), 30));
+  }
+
+  /** The engine every mount of this suite takes; {@link FuseMountLibfuseIT} runs it on the other one. */
+  FuseSettings.Engine engine() {
+    return LayerMount.DEFAULT_ENGINE;
   }
 
   @AfterAll
@@ -255,7 +263,7 @@ class FuseMountIT {
     LazyLayer lazy = dev.flatpull.fetcher.layer.PlainLayerIndexer.open(d, file, file,
         dev.flatpull.config.FetchLimits.DEFAULTS);
     LayerMount m = cleanup.add(LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
-        new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve("hostile")));
+        new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve("hostile"), engine()));
     Processes.Result x = Processes.run(List.of("python3", "-c",
         "import os, sys; print(sorted(os.listxattr(sys.argv[1])))", m.mountPoint().resolve("srv").toString()), 30);
     assertEquals("['user.kept']", x.stdout().trim(), x.stderr());

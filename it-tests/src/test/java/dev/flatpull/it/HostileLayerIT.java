@@ -55,13 +55,13 @@ class HostileLayerIT {
   @BeforeAll
   void setUp() throws Exception {
     registry = RegistryServer.start();
-    flatpull = FlatpullDaemon.start("", false, HostileLayers.LIMITS_TOML);
+    flatpull = FlatpullDaemon.start("", false, HostileLayers.LIMITS_TOML + engineToml());
     flatpull.awaitManager();
     manager = new FuseManagerClient(flatpull.managerSocket(), List.of(), flatpull.root().resolve("fuse-manager.log"));
     work = Files.createTempDirectory(Path.of("/var/tmp"), "fp-hostile-");
     mountConfig = work.resolve("mount.toml");
     Files.writeString(mountConfig, "root = \"" + work.resolve("root") + "\"\n[registry]\nplain_http = true\n"
-        + "max_attempts = 1\n" + HostileLayers.LIMITS_TOML);
+        + "max_attempts = 1\n" + HostileLayers.LIMITS_TOML + engineToml());
 
     ByteArrayOutputStream tar = new ByteArrayOutputStream();
     for (int i = 0; i < 20; i++) {
@@ -83,6 +83,19 @@ class HostileLayerIT {
     }
     deep = HostileLayers.deep(DEPTH, DEEP_CONTENT, work);
     push("deep", deep);
+  }
+
+  /** The FUSE engine's configuration, none for the default; {@link HostileLayerLibfuseIT} names the other one. */
+  String engineToml() {
+    return "";
+  }
+
+  /** The engine the manager's mounts were configured with is the one that served them: no silent fallback. */
+  @Test
+  void theManagersMounts_areServedByTheConfiguredEngine() throws Exception {
+    String log = Files.readString(flatpull.root().resolve("fuse-manager.log"));
+    assertFalse(log.contains("cannot serve here"), log);
+    assertEquals(engineToml().isEmpty(), log.contains("kernel FUSE 7."), log);
   }
 
   private String push(String name, HostileLayers.Blob b) throws IOException {
