@@ -11,7 +11,6 @@ import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
-import dev.flatpull.it.Processes;
 import dev.flatpull.it.SmallLayer;
 import dev.flatpull.pagecache.PageCache;
 import java.io.IOException;
@@ -242,9 +241,5 @@ final class EngineLatency {
     double[] s = v.clone();
     Arrays.sort(s);
     return s[s.length / 2];
-  }
-
-  static {
-    Processes.requireFuse();
   }
 }

@@ -23,8 +23,9 @@ import java.util.Locale;
  * (argument {@code warm}) without the FUSE manager's warm-up first, and the first read through each mount. Then the
  * round trip of one FUSE operation (a getxattr the kernel does not cache) on fresh mounts served by flatpull's session
  * loop ({@code LayerMount}: Java worker threads) and by libfuse's own loop (jnr-fuse's {@code mount}: native threads
- * that jnr attaches to the JVM around each callback), alternating in one run. Needs root and FUSE. Run with {@code
- * bin/benchmark-mount-latency [warm]}.
+ * that jnr attaches to the JVM around each callback), alternating in one run. Last, {@link EngineLatency}: lookup,
+ * getattr and read latency through each engine and, with {@code --go-fuse LOOPBACK}, go-fuse's loopback file system.
+ * Needs root and FUSE. Run with {@code bin/benchmark-mount-latency [warm]}.
  */
 public final class MountLatencyBenchmark {
   private MountLatencyBenchmark() {}
@@ -43,7 +44,7 @@ public final class MountLatencyBenchmark {
       BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
       LazyLayer lazy = new LazyLayer(EstargzToc.read(d, r, FetchLimits.DEFAULTS), r, 64 << 10);
       try (PageCache cache = PageCache.open(dir.resolve("cache"), CacheSettings.DEFAULTS)) {
-        if (args.length > 0 && args[0].equals("warm")) {
+        if (Arrays.asList(args).contains("warm")) {
           long w = System.nanoTime();
           dev.flatpull.snapshotter.warmup.WarmUp.run(dir.resolve("warm-up"), java.time.InstantSource.system());
           System.out.printf(Locale.ROOT, "warm-up: %.1f ms%n", (System.nanoTime() - w) / 1e6);
@@ -61,6 +62,8 @@ public final class MountLatencyBenchmark {
         }
         operationRoundTrips(lazy, cache, dir);
       }
+      int go = Arrays.asList(args).indexOf("--go-fuse");
+      EngineLatency.run(dir, go >= 0 ? Path.of(args[go + 1]) : null);
     } finally {
       Processes.deleteTree(dir);
     }
@@ -94,7 +97,7 @@ public final class MountLatencyBenchmark {
         Files.createDirectories(at);
         AutoCloseable mounted;
         if (loop == 0) {
-          mounted = LayerMount.mount(fs, at);
+          mounted = LayerMount.mount(fs, at, dev.flatpull.config.FuseSettings.Engine.LIBFUSE);
         } else {
           mounted = mountOnLibfuseThreads(fs, at);
         }
