@@ -180,7 +180,7 @@ public record FlatpullConfig(
     RuntimeImageSettings ri = new RuntimeImageSettings(v, t.bytes("frame_size", d.frameSize(), 4096, 64L << 20),
         (int) t.integer("level", d.level(), 1, 22), t.bool("load", d.load()),
         service.isBlank() ? Optional.empty() : Optional.of(service), positive(t, "stall", d.stall()),
-        t.duration("startup_window", d.startupWindow()), t.bool("kernel_landing", d.kernelLanding()),
+        t.duration("startup_window", d.startupWindow()),
         new RuntimeImageSettings.Limits(t.share("max_share", d.limits().maxShare()),
             (int) t.integer("index_bytes_per_extent", d.limits().indexBytesPerExtent(), 64, 65536),
             t.bytes("frame_slack", d.limits().frameSlack(), 0, 1L << 20)));

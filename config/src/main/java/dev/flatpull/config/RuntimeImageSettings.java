@@ -19,14 +19,12 @@ import java.util.Optional;
  *     waits that long (so that it never competes with the start), and their mounts' kernel readahead stays narrowed
  *     as it was when the trace was recorded (so that the kernel asks for the pages the runtime image holds, not its
  *     readahead window around them, which would be lazy fetches)
- * @param kernelLanding whether arriving content is also read through the layer's FUSE mount, in first-access order,
- *     so that it lands in the kernel's page cache before the service asks for it
  * @param limits how much a runtime image may ask of a node, relative to the image it belongs to
  */
 public record RuntimeImageSettings(Verification verify, long frameSize, int level, boolean load,
-    Optional<String> service, Duration stall, Duration startupWindow, boolean kernelLanding, Limits limits) {
+    Optional<String> service, Duration stall, Duration startupWindow, Limits limits) {
   public static final RuntimeImageSettings DEFAULTS = new RuntimeImageSettings(Verification.IMAGE, 256L << 10, 9,
-      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), false, Limits.DEFAULTS);
+      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), Limits.DEFAULTS);
 
   /**
    * What a node accepts of a runtime image, bounded by the image it belongs to (docs/runtime-images.md, "Limits"):
@@ -109,22 +107,22 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
   }
 
   public RuntimeImageSettings withVerify(Verification v) {
-    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, kernelLanding, limits);
+    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, limits);
   }
 
   public RuntimeImageSettings withLoad(boolean l) {
-    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, kernelLanding, limits);
+    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, limits);
   }
 
   public RuntimeImageSettings withLimits(Limits l) {
-    return new RuntimeImageSettings(verify, frameSize, level, load, service, stall, startupWindow, kernelLanding, l);
+    return new RuntimeImageSettings(verify, frameSize, level, load, service, stall, startupWindow, l);
   }
 
   public RuntimeImageSettings withService(Optional<String> s) {
-    return new RuntimeImageSettings(verify, frameSize, level, load, s, stall, startupWindow, kernelLanding, limits);
+    return new RuntimeImageSettings(verify, frameSize, level, load, s, stall, startupWindow, limits);
   }
 
   public RuntimeImageSettings withFrameSize(long bytes) {
-    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, kernelLanding, limits);
+    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, limits);
   }
 }

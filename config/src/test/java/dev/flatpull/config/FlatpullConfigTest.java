@@ -65,7 +65,6 @@ class FlatpullConfigTest {
         service = "a1b2c3"
         stall = "250ms"
         startup_window = "5s"
-        kernel_landing = true
         max_share = 0.5
         index_bytes_per_extent = 512
         frame_slack = "8KiB"
@@ -99,7 +98,6 @@ class FlatpullConfigTest {
     assertEquals(Optional.of("a1b2c3"), c.runtimeImage().service());
     assertEquals(Duration.ofMillis(250), c.runtimeImage().stall());
     assertEquals(Duration.ofSeconds(5), c.runtimeImage().startupWindow());
-    assertEquals(true, c.runtimeImage().kernelLanding());
     assertEquals(new RuntimeImageSettings.Limits(0.5, 512, 8192), c.runtimeImage().limits());
     assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
     assertEquals(FuseSettings.Engine.LIBFUSE, c.fuse().engine());

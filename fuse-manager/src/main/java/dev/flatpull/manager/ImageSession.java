@@ -38,6 +38,8 @@ final class ImageSession {
   private final Map<String, Digest> pages = new ConcurrentHashMap<>();
   /** Set when a read waited a whole stall for {@link #announced}: reads stop waiting for it. */
   volatile boolean announcementLate;
+  /** Arrived runtime-image content of layers not mounted yet, pushed into the kernel when they are. */
+  final Map<Digest, java.util.Queue<Runnable>> unlanded = new ConcurrentHashMap<>();
   private final Map<Digest, CompletableFuture<LazyLayer>> layers = new ConcurrentHashMap<>();
   private final AtomicBoolean firstByte = new AtomicBoolean();
   private final LayerOpener opener;

@@ -65,7 +65,7 @@ public final class LayerServer implements AutoCloseable {
    * @param tocs opening layers' TOCs, several at once
    * @param loaders runtime-image lookups and streams
    * @param prefetch prefetching, one layer after another, never part of mounting
-   * @param landing kernel landing: pre-reads of arriving runtime-image content through the mounts, in order
+   * @param landing kernel landing: arriving runtime-image content pushed into the kernel's page cache, in order
    * @param spares building the FUSE file systems later mounts take, while reads are quiet (one thread, which waits)
    * @param timer delays (the background fetch after a runtime image)
    */
@@ -149,7 +149,7 @@ public final class LayerServer implements AutoCloseable {
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
     this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
     this.runtimeImageLoading = new RuntimeImageLoading(clients, cache, runtimeImages, metrics, nanoTime, clock,
-        threads, this::mountPointOf);
+        threads, this::mountOf);
   }
 
   /** A server for {@code config} with its own registry clients, page cache and threads. */
@@ -222,6 +222,7 @@ public final class LayerServer implements AutoCloseable {
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
         session.map(x -> x.reference.toString()), readahead);
     served.put(key, s);
+    session.ifPresent(x -> runtimeImageLoading.layerMounted(x, layer.digest()));
     metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
     LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
         + " entries, " + lazy.index().format() + "): TOC fetched and verified in " + (t1 - t0) / 1_000_000
@@ -268,10 +269,10 @@ public final class LayerServer implements AutoCloseable {
   }
 
   /** Where {@code layer} of the image of {@code session} is mounted, if it is yet. */
-  private Optional<Path> mountPointOf(ImageSession session, Digest layer) {
+  private Optional<LayerMount> mountOf(ImageSession session, Digest layer) {
     return served.values().stream()
         .filter(x -> x.image().equals(Optional.of(session.reference.toString())) && x.layer().digest().equals(layer))
-        .map(Served::mountPoint).findFirst();
+        .map(Served::mount).findFirst();
   }
 
   /** Counts where served content came from, and the first byte of an image's start. */

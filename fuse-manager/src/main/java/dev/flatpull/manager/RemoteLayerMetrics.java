@@ -41,6 +41,12 @@ public interface RemoteLayerMetrics {
    */
   default void runtimeImageLimit(String limit, long count) {}
 
+  /**
+   * Pages of arriving runtime-image content pushed into the kernel's page cache ({@code stored}), or not, because the
+   * kernel did not know the file or the mount's engine cannot ({@code missed}).
+   */
+  default void kernelPagesStored(long stored, long missed) {}
+
   /** A listed runtime image was not chosen: {@code reason} is {@code other_verification}, {@code other_service} or {@code older}. */
   default void runtimeImagePassedOver(String reason) {}
 

@@ -37,10 +37,10 @@ import java.util.logging.Logger;
 final class RuntimeImageLoading {
   private static final Logger LOG = Logger.getLogger(RuntimeImageLoading.class.getName());
 
-  /** Where a layer of an image session is mounted, if it is yet (kernel landing reads through it). */
+  /** The mount of a layer of an image session, if it is mounted yet (kernel landing pushes into it). */
   @FunctionalInterface
-  interface MountPoints {
-    Optional<Path> of(ImageSession session, Digest layer);
+  interface Mounts {
+    Optional<dev.flatpull.fuse.LayerMount> of(ImageSession session, Digest layer);
   }
 
   private final RegistryClients clients;
@@ -50,13 +50,13 @@ final class RuntimeImageLoading {
   private final LongSupplier nanoTime;
   private final InstantSource clock;
   private final LayerServer.Threads threads;
-  private final MountPoints mountPoints;
+  private final Mounts mounts;
   // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
   private final Set<Digest> brought = ConcurrentHashMap.newKeySet();
 
   RuntimeImageLoading(RegistryClients clients, PageCache cache, RuntimeImageSettings settings,
       RemoteLayerMetrics metrics, LongSupplier nanoTime, InstantSource clock, LayerServer.Threads threads,
-      MountPoints mountPoints) {
+      Mounts mounts) {
     this.clients = clients;
     this.cache = cache;
     this.settings = settings;
@@ -64,7 +64,7 @@ final class RuntimeImageLoading {
     this.nanoTime = nanoTime;
     this.clock = clock;
     this.threads = threads;
-    this.mountPoints = mountPoints;
+    this.mounts = mounts;
   }
 
   /** Starts loading the runtime image of a new session on the loaders' threads, or completes it at once when off. */
@@ -110,9 +110,7 @@ final class RuntimeImageLoading {
             @Override
             public void delivered(Digest layer, String path, long offset, int length, Digest content) {
               brought.add(content);
-              if (settings.kernelLanding()) {
-                threads.landing().execute(() -> land(s, layer, path, offset, length));
-              }
+              threads.landing().execute(() -> land(s, layer, path, offset, length, content));
             }
 
             @Override
@@ -169,29 +167,59 @@ final class RuntimeImageLoading {
   }
 
   /**
-   * Kernel landing: reads arriving content through its layer's mount, so that it lands in the kernel's page cache
-   * (FUSE {@code kernel_cache}; an overlay on the mount reads the same pages) before the service asks for it. Content
-   * of a layer not mounted yet is left to the service's own reads.
+   * Kernel landing: pushes arriving content into the kernel's page cache of its file (the kernel engine's
+   * {@code FUSE_NOTIFY_STORE}), so that the service's reads of it, through an overlay on the layer's mount, never reach
+   * this process. The file is looked up through the mount first, as the kernel must know it; a path through a
+   * symbolic link is left alone (the kernel's file there is another). Content of a layer not mounted yet, or mounted
+   * with libfuse, is left to the service's reads, which the page cache serves.
    */
-  private void land(ImageSession s, Digest layer, String path, long offset, int length) {
-    Optional<Path> at = mountPoints.of(s, layer);
-    if (at.isEmpty()) {
+  private void land(ImageSession s, Digest layer, String path, long offset, int length, Digest content) {
+    Optional<dev.flatpull.fuse.LayerMount> m = mounts.of(s, layer);
+    if (m.isEmpty()) {
+      s.unlanded.computeIfAbsent(layer, l -> new java.util.concurrent.ConcurrentLinkedQueue<>())
+          .add(() -> land(s, layer, path, offset, length, content));
+      if (mounts.of(s, layer).isPresent()) {
+        // Mounted meanwhile, perhaps after layerMounted looked.
+        layerMounted(s, layer);
+      }
       return;
     }
-    Optional<Path> file = landingPath(at.get(), path);
+    long pages = (length + 4095L) / 4096;
+    if (m.get().engine() != dev.flatpull.config.FuseSettings.Engine.KERNEL) {
+      metrics.kernelPagesStored(0, pages);
+      return;
+    }
+    Optional<Path> file = landingPath(m.get().mountPoint(), path);
     if (file.isEmpty()) {
       LOG.warning("runtime image of " + s.reference + " names '" + path + "' for kernel landing, which does not lie"
-          + " inside the layer's mount " + at.get() + ": not read");
+          + " inside the layer's mount " + m.get().mountPoint() + ": not stored");
       return;
     }
-    try (java.nio.channels.FileChannel f = java.nio.channels.FileChannel.open(file.get(),
-        java.nio.file.StandardOpenOption.READ, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-      java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(length);
-      while (b.hasRemaining() && f.read(b, offset + b.position()) > 0) {
-        // Until the extent is read or the file ends.
+    try {
+      String relative = path.replaceFirst("^/+", "");
+      if (!file.get().equals(m.get().mountPoint().toRealPath().resolve(relative).normalize())) {
+        return;
       }
+      Optional<byte[]> bytes = cache.peek(content);
+      if (bytes.isEmpty() || bytes.get().length != length) {
+        return;
+      }
+      long stored = m.get().store(relative, offset, bytes.get());
+      metrics.kernelPagesStored(stored, Math.max(0, pages - stored));
     } catch (IOException e) {
       // An optimisation only: the service's own read gets the content from the page cache.
+      LOG.fine("kernel landing of '" + path + "' failed: " + e);
+    }
+  }
+
+  /** A layer of {@code s} is mounted: content of it that arrived before is pushed into the kernel now. */
+  void layerMounted(ImageSession s, Digest layer) {
+    java.util.Queue<Runnable> waiting = s.unlanded.get(layer);
+    if (waiting == null) {
+      return;
+    }
+    for (Runnable r; (r = waiting.poll()) != null; ) {
+      threads.landing().execute(r);
     }
   }
 

@@ -107,6 +107,30 @@ public final class LayerMount implements AutoCloseable {
         kernel.requests(KernelSession.GETXATTR), "readlink", kernel.requests(KernelSession.READLINK));
   }
 
+  /**
+   * Puts {@code bytes}, the verified content of the layer's file {@code path} (as its index names it) at
+   * {@code offset}, into the kernel's page cache of that file, so that reads of it (through this mount or an overlay
+   * on it) are served by the kernel. The kernel must know the file: look it up through the mount first. Does nothing
+   * under libfuse, whose high-level API hides the kernel's node ids.
+   *
+   * @return the pages stored; 0 when the kernel does not know the file, or it is not a regular file of the layer
+   */
+  public int store(String path, long offset, byte[] bytes) throws IOException {
+    if (kernel == null) {
+      return 0;
+    }
+    java.util.Optional<LayerTree.Node> n = fs.tree().lookup("/" + path.replaceFirst("^/+", ""));
+    if (n.isEmpty()) {
+      return 0;
+    }
+    return kernel.store(n.get(), offset, bytes, 0, bytes.length);
+  }
+
+  /** Pages {@link #store} has put into the kernel's page cache. */
+  public long pagesStored() {
+    return kernel == null ? 0 : kernel.pagesStored();
+  }
+
   /** What the kernel engine negotiated with the kernel for this mount, in words; empty under libfuse. */
   public java.util.Optional<String> negotiated() {
     return kernel == null ? java.util.Optional.empty()

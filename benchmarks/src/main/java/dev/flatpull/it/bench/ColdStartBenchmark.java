@@ -41,7 +41,8 @@ import java.util.Optional;
  * Modes: {@code overlayfs} (containerd's own full pull of the gzip image), {@code lazy} (flatpull's default
  * configuration, no runtime image looked for), {@code lazy-nobg} (the same with background fetch off), {@code
  * runtime-image} (flatpull's default configuration starting from the service's runtime image, recorded and pushed
- * before anything is timed), {@code runtime-image-landing} (the same with kernel landing), {@code lazy-nowarmup}
+ * before anything is timed), {@code runtime-image-libfuse} and {@code lazy-libfuse} ({@code runtime-image} and {@code lazy}
+ * with {@code [fuse] engine = "libfuse"}: what the kernel engine buys), {@code lazy-nowarmup}
  * and {@code runtime-image-nowarmup} ({@code lazy} and {@code runtime-image} with {@code [snapshotter] warm_up =
  * false}: what the processes' warm-ups buy a node's first start), {@code warm} (a second
  * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
@@ -68,8 +69,9 @@ import java.util.Optional;
 public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
+  private static final String LIBFUSE = "[fuse]\nengine = \"libfuse\"\n";
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
-      "runtime-image", "runtime-image-landing", "runtime-image-nowarmup", "runtime-image-baseline", "stargz");
+      "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -363,8 +365,9 @@ public final class ColdStartBenchmark {
       // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
       case "lazy-nobg", "warm-flatpull" -> d = FlatpullDaemon.start(metrics + "background_fetch = false", true,
           "[runtime_image]\nload = false\n");
-      case "runtime-image", "runtime-image-landing" -> d = FlatpullDaemon.start(metrics, true,
-          "[runtime_image]\nkernel_landing = " + mode.equals("runtime-image-landing") + "\n");
+      case "runtime-image" -> d = FlatpullDaemon.start(metrics, true, "");
+      case "runtime-image-libfuse" -> d = FlatpullDaemon.start(metrics, true, LIBFUSE);
+      case "lazy-libfuse" -> d = FlatpullDaemon.start(metrics, true, "[runtime_image]\nload = false\n" + LIBFUSE);
       // The same without the processes' warm-ups ([snapshotter] warm_up = false): what the warm-up buys a start.
       case "lazy-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true,
           "[runtime_image]\nload = false\n");

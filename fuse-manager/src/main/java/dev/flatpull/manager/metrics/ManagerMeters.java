@@ -114,6 +114,18 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   }
 
   @Override
+  public void kernelPagesStored(long stored, long missed) {
+    kernelPages("stored").increment(stored);
+    kernelPages("missed").increment(missed);
+  }
+
+  private Counter kernelPages(String result) {
+    return Counter.builder("flatpull.kernel.pages").tag("result", result)
+        .description("Pages of runtime-image content pushed into the kernel's page cache (stored), or not (missed:"
+            + " the kernel did not know the file, or the mount's engine cannot push)").register(registry);
+  }
+
+  @Override
   public void runtimeImagePassedOver(String reason) {
     if (RuntimeImageSelection.PASSED_OVER_REASONS.contains(reason)) {
       passedOver(reason).increment();
