@@ -40,10 +40,14 @@ final class KernelSession {
   private static final long VALID_SECONDS = 3600;
   private static final int IN_HEADER = 40;
   private static final int OUT_HEADER = 16;
-  private static final int MAX_WRITE = 128 << 10;
-  // The kernel refuses a read of the device into less than a header, a write's header and max_write.
-  private static final int IN_BUFFER = MAX_WRITE + 4096;
-  private static final int OUT_BUFFER = OUT_HEADER + MAX_READ;
+  // Nothing is written to a read-only mount; the smallest max_write keeps each worker's request buffer small.
+  private static final int MAX_WRITE = 4096;
+  // The kernel refuses a read of the device into less than 8 KiB, or a header, a write's header and max_write; the
+  // largest request a read-only mount is sent is a lookup or getxattr of a 255-byte name, or a batch of forgets, which
+  // the kernel cuts to fit.
+  private static final int IN_BUFFER = 16 << 10;
+  /** Every answer but a read's or a listing's fits (xattr values and lists are at most 64 KiB). */
+  private static final int SMALL_ANSWER = 128 << 10;
   private static final int ENTRY_OUT = 128;
   private static final int ATTR = 88;
 
@@ -212,7 +216,7 @@ final class KernelSession {
    * whole pages go (the kernel leaves a partly written page unread), and the last partial page of the file; the
    * kernel must know the file (it has looked it up), else nothing is stored.
    *
-   * @return the pages stored
+   * @return the bytes stored
    */
   int store(Node node, long offset, byte[] bytes, int from, int length) throws IOException {
     if (node.kind() != LayerTree.Kind.REG || length <= 0) {
@@ -248,9 +252,8 @@ final class KernelSession {
           }
           throw new IOException("FUSE_NOTIFY_STORE to " + mountPoint + " failed: errno " + errno);
         }
-        int pages = (n + PAGE - 1) / PAGE;
-        stored += pages;
-        pagesStored.addAndGet(pages);
+        stored += n;
+        pagesStored.addAndGet((n + PAGE - 1) / PAGE);
       }
     }
     return stored;
@@ -264,9 +267,7 @@ final class KernelSession {
   private void work() {
     ByteBuffer in = ByteBuffer.allocateDirect(IN_BUFFER).order(ByteOrder.nativeOrder());
     Pointer inAt = Pointer.wrap(Libc.Holder.RUNTIME, in);
-    ByteBuffer out = ByteBuffer.allocateDirect(OUT_BUFFER).order(ByteOrder.nativeOrder());
-    Pointer outAt = Pointer.wrap(Libc.Holder.RUNTIME, out);
-    byte[] data = new byte[MAX_READ];
+    Answer answer = new Answer();
     boolean idle = true;
     try {
       while (true) {
@@ -289,10 +290,12 @@ final class KernelSession {
         if (opcode >= 0 && opcode < OPCODES) {
           requests.incrementAndGet(opcode);
         }
-        int length = serve(in, (int) n, out, data);
+        answer.fit(opcode == READ || opcode == READDIR || opcode == READDIRPLUS
+            ? Math.min(in.getInt(IN_HEADER + 16), MAX_READ) : SMALL_ANSWER);
+        int length = serve(in, (int) n, answer.out, answer.data);
         if (length > 0) {
           // ENOENT: the request was interrupted meanwhile; nobody waits for the answer.
-          libc.write(fd, outAt, length);
+          libc.write(fd, answer.at, length);
         }
         idle = true;
         if (workers.served(forget)) {
@@ -304,6 +307,33 @@ final class KernelSession {
         libc.close(fd);
         initialized.completeExceptionally(new IOException("the kernel ended the FUSE connection before INIT"));
         ended.complete(null);
+      }
+    }
+  }
+
+  /**
+   * A worker's answer buffer and the bytes a read is copied through, grown to the largest answer the worker has had
+   * to give: most are a few hundred bytes, a read's as large as the kernel's readahead window (128 KiB by default),
+   * and only a read the kernel asks 1 MiB for needs 1 MiB. Sixty-four workers on each of many mounts must not each
+   * hold 2 MiB for it.
+   */
+  private static final class Answer {
+    ByteBuffer out;
+    Pointer at;
+    byte[] data = new byte[0];
+
+    Answer() {
+      fit(SMALL_ANSWER);
+    }
+
+    void fit(int payload) {
+      int need = Math.max(payload, SMALL_ANSWER);
+      if (out == null || out.capacity() < OUT_HEADER + need) {
+        out = ByteBuffer.allocateDirect(OUT_HEADER + need).order(ByteOrder.nativeOrder());
+        at = Pointer.wrap(Libc.Holder.RUNTIME, out);
+      }
+      if (data.length < payload) {
+        data = new byte[payload];
       }
     }
   }

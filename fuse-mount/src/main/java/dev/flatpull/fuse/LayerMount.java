@@ -113,7 +113,7 @@ public final class LayerMount implements AutoCloseable {
    * on it) are served by the kernel. The kernel must know the file: look it up through the mount first. Does nothing
    * under libfuse, whose high-level API hides the kernel's node ids.
    *
-   * @return the pages stored; 0 when the kernel does not know the file, or it is not a regular file of the layer
+   * @return the bytes stored; 0 when the kernel does not know the file, or it is not a regular file of the layer
    */
   public int store(String path, long offset, byte[] bytes) throws IOException {
     if (kernel == null) {

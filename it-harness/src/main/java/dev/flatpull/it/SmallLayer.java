@@ -24,9 +24,16 @@ import java.util.List;
 public record SmallLayer(byte[] blob, Descriptor descriptor) {
   /** The layer whose file {@code f<i>} holds {@code contents[i]}, made under {@code dir}. */
   public static SmallLayer of(Path dir, byte[]... contents) throws IOException {
+    int[] modes = new int[contents.length];
+    java.util.Arrays.fill(modes, 0644);
+    return of(dir, modes, contents);
+  }
+
+  /** The same, file {@code f<i>} with permission bits {@code modes[i]} (owned by root). */
+  public static SmallLayer of(Path dir, int[] modes, byte[]... contents) throws IOException {
     ByteArrayOutputStream tar = new ByteArrayOutputStream();
     for (int i = 0; i < contents.length; i++) {
-      TarWriter.writeHeader(tar, TarHeader.regular("f" + i, contents[i].length, 0644, Instant.EPOCH));
+      TarWriter.writeHeader(tar, TarHeader.regular("f" + i, contents[i].length, modes[i], Instant.EPOCH));
       tar.write(contents[i]);
       TarWriter.pad(tar, contents[i].length);
     }

@@ -38,6 +38,8 @@ import org.junit.jupiter.api.TestInstance;
 @org.junit.jupiter.api.TestMethodOrder(org.junit.jupiter.api.MethodOrderer.OrderAnnotation.class)
 class KernelEngineIT {
   private static final int FILES = 40;
+  /** The one file only its owner (root) may read. */
+  private static final int SECRET = 5;
   private final Cleanup cleanup = new Cleanup();
   private byte[][] files;
   private LayerMount mount;
@@ -46,7 +48,10 @@ class KernelEngineIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    Path work = cleanup.deleteLater(Files.createTempDirectory("flatpull-kernel-engine"));
+    // Traversable by anyone: an unprivileged user reads through the mount inside it.
+    Path work = cleanup.deleteLater(Files.createTempDirectory("flatpull-kernel-engine",
+        java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+            java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"))));
     Random random = new Random(3);
     files = new byte[FILES][];
     for (int i = 0; i < FILES; i++) {
@@ -54,7 +59,10 @@ class KernelEngineIT {
       files[i] = new byte[i == 0 ? (1 << 20) + 1000 : 3000 + i];
       random.nextBytes(files[i]);
     }
-    SmallLayer layer = SmallLayer.of(work, files);
+    int[] modes = new int[FILES];
+    Arrays.fill(modes, 0644);
+    modes[SECRET] = 0600;
+    SmallLayer layer = SmallLayer.of(work, modes, files);
     byte[] blob = layer.blob();
     BlobReader r = range -> {
       blobReads.incrementAndGet();
@@ -69,6 +77,24 @@ class KernelEngineIT {
   @AfterAll
   void tearDown() throws Exception {
     cleanup.close();
+  }
+
+  /** The kernel checks the TOC's modes (default_permissions): an unprivileged user reads only what they allow. */
+  @Test
+  void anUnprivilegedUser_readsOnlyWhatTheModesAllow() throws Exception {
+    java.util.function.Function<String, Processes.Result> hashAsNobody = name -> {
+      try {
+        return Processes.run(java.util.List.of("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sha256sum",
+            mount.mountPoint().resolve(name).toString()), 30);
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    };
+    Processes.Result secret = hashAsNobody.apply("f" + SECRET);
+    assertTrue(secret.exitCode() != 0 && secret.stderr().contains("Permission denied"), secret.stderr());
+    Processes.Result open = hashAsNobody.apply("f3");
+    assertEquals(0, open.exitCode(), open.stderr());
+    assertEquals(dev.flatpull.core.Digest.sha256(files[3]).hex(), open.stdout().split(" ")[0]);
   }
 
   @Test
@@ -102,8 +128,9 @@ class KernelEngineIT {
     Path big = mount.mountPoint().resolve("f0");
     // The kernel must know the file: looked up, not read.
     Files.readAttributes(big, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
-    int pages = mount.store("f0", 0, files[0]);
-    assertEquals(((1 << 20) + 1000 + 4095) / 4096, pages, "every page, the partial last one too");
+    long pagesBefore = mount.pagesStored();
+    assertEquals(files[0].length, mount.store("f0", 0, files[0]), "every byte, the partial last page too");
+    assertEquals((files[0].length + 4095) / 4096, mount.pagesStored() - pagesBefore);
     long reads = mount.requests().get("read");
     int fetches = blobReads.get();
     assertArrayEquals(files[0], Files.readAllBytes(big));
