@@ -423,10 +423,6 @@ public final class LayerServer implements AutoCloseable {
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
-    return r -> {
-      Thread t = new Thread(r, name);
-      t.setDaemon(true);
-      return t;
-    };
+    return dev.flatpull.core.DaemonThreads.named(name);
   }
 }

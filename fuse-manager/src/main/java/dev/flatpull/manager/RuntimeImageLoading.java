@@ -2,10 +2,8 @@ package dev.flatpull.manager;
 
 import dev.flatpull.config.RuntimeImageSettings;
 import dev.flatpull.core.Digest;
-import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.pagecache.ProducerProgress;
 import dev.flatpull.runtimeimage.RuntimeImageArtifact;
@@ -21,7 +19,6 @@ import java.time.Duration;
 import java.time.InstantSource;
 import java.util.List;
 import java.util.Optional;
-import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -89,8 +86,7 @@ final class RuntimeImageLoading {
     long started = nanoTime.getAsLong();
     try {
       RegistryClient client = clients.client(s.reference);
-      RuntimeImagePublisher publisher = new RuntimeImagePublisher(client,
-          new Referrers(client, Sleeper.SYSTEM, clock, new Random()));
+      RuntimeImagePublisher publisher = RuntimeImagePublisher.of(client, clock);
       RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), settings);
       chosen.passedOver().forEach(p -> metrics.runtimeImagePassedOver(p.reason()));
       if (!chosen.passedOver().isEmpty()) {

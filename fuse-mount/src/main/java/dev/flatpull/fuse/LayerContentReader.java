@@ -132,18 +132,16 @@ public final class LayerContentReader {
       }
     }
     for (LayerChunk c : chunks) {
-      long from = Math.max(offset, c.fileOffset());
-      long to = Math.min(offset + n, c.fileEnd());
       byte[] slice = sliced.get(c);
       if (slice != null) {
-        System.arraycopy(slice, 0, dst, (int) (from - offset), slice.length);
+        // Already cut to the read's range, from a page source.
+        System.arraycopy(slice, 0, dst, (int) (Math.max(offset, c.fileOffset()) - offset), slice.length);
         continue;
       }
-      byte[] bytes = data.get(c);
-      System.arraycopy(bytes, (int) (from - c.fileOffset()), dst, (int) (from - offset), (int) (to - from));
+      int copied = c.copyInto(data.get(c), offset, n, dst, 0);
       ContentEvents.Origin origin = origins.get(c);
       if (origin != null) {
-        events.served(c.digest(), (int) (to - from), origin);
+        events.served(c.digest(), copied, origin);
       }
     }
     return n;

@@ -158,11 +158,8 @@ public final class LayerMount implements AutoCloseable {
   }
 
   /** A thread of its own for each of a mount's FUSE workers (see {@link FuseSession}), each as long as it serves. */
-  public static final Executor LOOP_THREADS = worker -> {
-    Thread t = new Thread(worker, "flatpull-fuse");
-    t.setDaemon(true);
-    t.start();
-  };
+  public static final Executor LOOP_THREADS =
+      worker -> dev.flatpull.core.DaemonThreads.named("flatpull-fuse").newThread(worker).start();
 
   /**
    * Mounts with the FUSE workers on {@code loopThreads} (each task occupies its thread until the worker ends) and
@@ -227,15 +224,7 @@ public final class LayerMount implements AutoCloseable {
 
   /** {@code fusermount -u -z}: detaches the mount now, even with files open in it. */
   public static void unmountLazily(Path mountPoint) throws IOException {
-    try {
-      Process p = new ProcessBuilder("fusermount", "-u", "-z", mountPoint.toString()).redirectErrorStream(true).start();
-      if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
-        throw new IOException("fusermount -u -z " + mountPoint + " failed: " + new String(p.getInputStream().readAllBytes()));
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new java.io.InterruptedIOException("interrupted unmounting " + mountPoint);
-    }
+    dev.flatpull.core.HostCommand.run("fusermount", "-u", "-z", mountPoint.toString());
   }
 
   public Path mountPoint() {

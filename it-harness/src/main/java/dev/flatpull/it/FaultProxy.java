@@ -56,11 +56,8 @@ public final class FaultProxy implements AutoCloseable {
   private final int port;
   private final Duration stall;
   private final Random random;
-  private final ExecutorService threads = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "fault-proxy");
-    t.setDaemon(true);
-    return t;
-  });
+  private final ExecutorService threads = Executors.newCachedThreadPool(
+      dev.flatpull.core.DaemonThreads.named("fault-proxy"));
   private final Set<Socket> open = ConcurrentHashMap.newKeySet();
   private final Map<Fault, AtomicLong> injected = new EnumMap<>(Fault.class);
   private final AtomicLong requests = new AtomicLong();

@@ -92,11 +92,8 @@ public final class LinkEmulator implements AutoCloseable {
 
   private final ServerSocket server;
   private final InetSocketAddress upstream;
-  private final ExecutorService threads = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "link-emulator");
-    t.setDaemon(true);
-    return t;
-  });
+  private final ExecutorService threads = Executors.newCachedThreadPool(
+      dev.flatpull.core.DaemonThreads.named("link-emulator"));
   private volatile Link link;
   private final TokenBucket down = new TokenBucket();
   private final TokenBucket up = new TokenBucket();

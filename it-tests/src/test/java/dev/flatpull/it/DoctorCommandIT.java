@@ -87,15 +87,15 @@ class DoctorCommandIT {
 
       // What mountPropagation: Bidirectional makes: the root is a mount of a peer group containerd's namespace has.
       Path shared = Files.createDirectories(dir.resolve("shared-root"));
-      dev.flatpull.snapshotter.overlay.HostMounts.run("mount", "--bind", shared.toString(), shared.toString());
+      dev.flatpull.core.HostCommand.run("mount", "--bind", shared.toString(), shared.toString());
       try {
-        dev.flatpull.snapshotter.overlay.HostMounts.run("mount", "--make-shared", shared.toString());
+        dev.flatpull.core.HostCommand.run("mount", "--make-shared", shared.toString());
         Processes.Result peers = doctorUnshared("unchanged", shared);
         assertEquals(0, peers.exitCode(), peers.stdout() + peers.stderr());
         assertTrue(peers.stdout().contains("is shared (peer group ") && peers.stdout().contains("reach containerd"),
             peers.stdout());
       } finally {
-        dev.flatpull.snapshotter.overlay.HostMounts.run("umount", "-l", shared.toString());
+        dev.flatpull.core.HostCommand.run("umount", "-l", shared.toString());
       }
     }
   }

@@ -269,7 +269,7 @@ class RuntimeImageColdStartIT {
 
   private static RuntimeImagePublisher publisher(String image) {
     RegistryClient c = client(image);
-    return new RuntimeImagePublisher(c, new Referrers(c, Sleeper.SYSTEM, InstantSource.system(), new Random(7)));
+    return RuntimeImagePublisher.of(c);
   }
 
   private static RuntimeImageArtifact artifactOf(String image, Trace trace) throws IOException {

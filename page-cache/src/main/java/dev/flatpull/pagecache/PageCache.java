@@ -77,11 +77,8 @@ public final class PageCache implements AutoCloseable {
 
   /** The writer thread of a cache: a single daemon thread, so that disk writes never compete with each other. */
   static java.util.concurrent.ExecutorService writerThread() {
-    return java.util.concurrent.Executors.newSingleThreadExecutor(r -> {
-      Thread t = new Thread(r, "flatpull-page-cache-writer");
-      t.setDaemon(true);
-      return t;
-    });
+    return java.util.concurrent.Executors.newSingleThreadExecutor(
+        dev.flatpull.core.DaemonThreads.named("flatpull-page-cache-writer"));
   }
 
   /**

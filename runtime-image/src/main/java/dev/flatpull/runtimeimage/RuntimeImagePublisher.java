@@ -35,6 +35,21 @@ public final class RuntimeImagePublisher {
   }
 
   /**
+   * The publisher of {@code client}'s repository as every process wires it: referrers kept on the registry's API or
+   * its tag schema, a tag update waiting on {@code clock} with real sleeps, jittered by a secure random (writers on
+   * many nodes must not retry in step).
+   */
+  public static RuntimeImagePublisher of(RegistryClient client, java.time.InstantSource clock) {
+    return new RuntimeImagePublisher(client, new Referrers(client, dev.flatpull.fetcher.registry.Sleeper.SYSTEM, clock,
+        new java.security.SecureRandom()));
+  }
+
+  /** {@link #of(RegistryClient, java.time.InstantSource)} on the system clock. */
+  public static RuntimeImagePublisher of(RegistryClient client) {
+    return of(client, java.time.InstantSource.system());
+  }
+
+  /**
    * What a push did.
    *
    * @param manifest the artifact manifest's descriptor, as listed

@@ -26,7 +26,6 @@ import java.nio.file.Path;
 import java.time.InstantSource;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -64,8 +63,7 @@ class RuntimeImagePublisherTest {
         InstantSource.system());
     RegistryClient client = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort()
         + "/team/app:v1"));
-    return new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM, InstantSource.system(),
-        new Random(1)));
+    return RuntimeImagePublisher.of(client);
   }
 
   record Fixture(TestImage image, Descriptor subject) {

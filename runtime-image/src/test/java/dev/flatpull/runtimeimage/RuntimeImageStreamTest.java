@@ -20,7 +20,6 @@ import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
-import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fetcher.registry.Sleeper;
@@ -38,7 +37,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Random;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -86,8 +84,7 @@ class RuntimeImageStreamTest {
     assertTrue(built.index().frames().size() >= 2, "the fixture spans several frames");
     Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest.digest(), image.manifest.raw().length,
         Map.of());
-    RuntimeImagePublisher publisher = new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM,
-        InstantSource.system(), new Random(1)));
+    RuntimeImagePublisher publisher = RuntimeImagePublisher.of(client);
     publisher.push(built.index(), built.blob(), subject);
     artifact = publisher.list(image.manifest.digest()).get(0);
     registry.log.clear();
@@ -377,8 +374,7 @@ class RuntimeImageStreamTest {
     byte[] blob = hostile.blob();
     Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest.digest(), image.manifest.raw().length,
         Map.of());
-    RuntimeImagePublisher publisher = new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM,
-        InstantSource.system(), new Random(2)));
+    RuntimeImagePublisher publisher = RuntimeImagePublisher.of(client);
     publisher.push(index, blob, subject);
     Digest d = Digest.sha256(blob);
     for (RuntimeImageArtifact a : publisher.list(image.manifest.digest())) {

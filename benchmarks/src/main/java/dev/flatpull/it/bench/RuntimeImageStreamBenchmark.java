@@ -9,7 +9,6 @@ import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
-import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fetcher.registry.Sleeper;
@@ -33,7 +32,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Random;
 
 /**
  * A runtime image's way from the socket into the page cache (decode, verify, store), beside what bounds it, in one
@@ -71,8 +69,7 @@ public final class RuntimeImageStreamBenchmark {
         client.pushBlob(image.config(), image.configBlob());
         client.pushBlob(image.layerDescriptor(), image.layerBlob());
         client.pushManifest("v1", MediaTypes.OCI_MANIFEST, image.manifest().raw());
-        RuntimeImagePublisher publisher = new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM,
-            InstantSource.system(), new Random(1)));
+        RuntimeImagePublisher publisher = RuntimeImagePublisher.of(client);
         publisher.push(built.index(), built.blob(), new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest().digest(),
             image.manifest().raw().length, Map.of()));
         RuntimeImageArtifact artifact = publisher.list(image.manifest().digest()).get(0);

@@ -19,11 +19,8 @@ import java.util.concurrent.TimeUnit;
 /** gRPC over unix domain sockets (containerd's proxy plugins and the FUSE manager speak nothing else). */
 public final class UnixSockets {
   // One event loop for every client channel of the process: channels are cheap, threads are not.
-  private static final EventLoopGroup CLIENT_LOOP = new EpollEventLoopGroup(1, r -> {
-    Thread t = new Thread(r, "flatpull-grpc-client");
-    t.setDaemon(true);
-    return t;
-  });
+  private static final EventLoopGroup CLIENT_LOOP = new EpollEventLoopGroup(1,
+      dev.flatpull.core.DaemonThreads.named("flatpull-grpc-client"));
 
   private UnixSockets() {}
 
@@ -41,11 +38,8 @@ public final class UnixSockets {
         .bossEventLoopGroup(boss)
         .workerEventLoopGroup(workers)
         // Requests block on disk and on the registry: run them off the event loop, on a growing pool.
-        .executor(java.util.concurrent.Executors.newCachedThreadPool(r -> {
-          Thread t = new Thread(r, "flatpull-grpc");
-          t.setDaemon(true);
-          return t;
-        }));
+        .executor(java.util.concurrent.Executors.newCachedThreadPool(
+            dev.flatpull.core.DaemonThreads.named("flatpull-grpc")));
     for (BindableService s : services) {
       b.addService(s);
     }

@@ -58,6 +58,22 @@ public final class LayerChunk {
     return fileOffset + size;
   }
 
+  /**
+   * Copies what of this chunk's {@code bytes} (its whole content) lies in the file's range {@code [offset, offset +
+   * length)} to {@code dst}, where that range starts at {@code dstOffset}: every read of a file is assembled so.
+   *
+   * @return the bytes copied
+   */
+  public int copyInto(byte[] bytes, long offset, int length, byte[] dst, int dstOffset) {
+    long from = Math.max(offset, fileOffset);
+    long to = Math.min(offset + length, fileEnd());
+    if (to <= from) {
+      return 0;
+    }
+    System.arraycopy(bytes, (int) (from - fileOffset), dst, dstOffset + (int) (from - offset), (int) (to - from));
+    return (int) (to - from);
+  }
+
   @Override
   public boolean equals(Object o) {
     return o instanceof LayerChunk c && c.fileOffset == fileOffset && c.size == size && c.storedOffset == storedOffset

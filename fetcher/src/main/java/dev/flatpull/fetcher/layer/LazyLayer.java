@@ -83,10 +83,7 @@ public final class LazyLayer {
     List<LayerChunk> needed = covering(file, offset, n);
     Map<LayerChunk, VerifiedContent> data = fetch(file, needed);
     for (LayerChunk c : needed) {
-      byte[] bytes = data.get(c).bytes();
-      long from = Math.max(offset, c.fileOffset());
-      long to = Math.min(offset + n, c.fileEnd());
-      System.arraycopy(bytes, (int) (from - c.fileOffset()), dst, dstOffset + (int) (from - offset), (int) (to - from));
+      c.copyInto(data.get(c).bytes(), offset, n, dst, dstOffset);
     }
     return n;
   }

@@ -93,6 +93,9 @@ final class RegistryHttp implements AutoCloseable {
   private final Sleeper sleeper;
   private final IgnoredRanges ignoredRanges;
 
+  // Requests' durations, for the listener: the clock the client is given, so that tests that inject time see them.
+  private final InstantSource clock;
+
   RegistryHttp(
       RegistrySettings settings, RegistryHosts hosts, RegistryCredentials credentials, FetchListener listener,
       Sleeper sleeper, InstantSource clock) {
@@ -101,6 +104,7 @@ final class RegistryHttp implements AutoCloseable {
     this.credentials = credentials;
     this.listener = listener;
     this.sleeper = sleeper;
+    this.clock = clock;
     this.tokens = new BearerTokens(clock);
     this.ignoredRanges = new IgnoredRanges(clock);
     this.permits = new Semaphore(settings.maxConcurrentRequests(), true);
@@ -203,7 +207,7 @@ final class RegistryHttp implements AutoCloseable {
     boolean refreshedAuth = false;
     while (true) {
       attempt++;
-      long started = System.nanoTime();
+      java.time.Instant started = clock.instant();
       Duration retryAfter = Duration.ZERO;
       IOException failure;
       acquire();
@@ -295,7 +299,7 @@ final class RegistryHttp implements AutoCloseable {
    * the blob (the distribution registry stores it in the background), so the cache is asked again later.
    */
   private void rangeAnswered(
-      RegistryEndpoint endpoint, Call call, int status, boolean lastResort, String authHost, String url, long started,
+      RegistryEndpoint endpoint, Call call, int status, boolean lastResort, String authHost, String url, java.time.Instant started,
       okhttp3.Call exchange) throws RangeIgnoredException {
     if (status == 206) {
       ignoredRanges.honoured(endpoint.apiRoot(), call.path());
@@ -506,7 +510,7 @@ final class RegistryHttp implements AutoCloseable {
         rb.header("Authorization", "Basic " + Base64.getEncoder().encodeToString(pair.getBytes(StandardCharsets.UTF_8)));
       }
     }
-    long started = System.nanoTime();
+    java.time.Instant started = clock.instant();
     try (Response r = client.newCall(rb.build()).execute()) {
       byte[] body = r.body().bytes();
       notifyFinished(RequestKind.TOKEN, realmUrl.host(), r.code(), body.length, started);
@@ -562,9 +566,9 @@ final class RegistryHttp implements AutoCloseable {
     }
   }
 
-  private void notifyFinished(RequestKind kind, String host, int status, long bytes, long startedNanos) {
+  private void notifyFinished(RequestKind kind, String host, int status, long bytes, java.time.Instant started) {
     try {
-      listener.requestFinished(kind, host, status, bytes, Duration.ofNanos(System.nanoTime() - startedNanos));
+      listener.requestFinished(kind, host, status, bytes, Duration.between(started, clock.instant()));
     } catch (RuntimeException ignored) {
       // A listener must not break fetching.
     }

@@ -230,6 +230,28 @@ class RegistryClientFaultTest {
     sleeps.forEach(d -> assertTrue(d.toMillis() <= 100, "back-off is capped: " + d));
   }
 
+  /** A request's duration, as the listener hears it, is measured on the client's clock, not the machine's. */
+  @Test
+  void requestDurations_areMeasuredOnTheInjectedClock() throws Exception {
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    java.util.concurrent.atomic.AtomicLong reads = new java.util.concurrent.atomic.AtomicLong();
+    // Each reading of the clock is an hour later: a request measured on it takes whole hours.
+    InstantSource clock = () -> now.plus(Duration.ofHours(reads.getAndIncrement()));
+    List<Duration> heard = new CopyOnWriteArrayList<>();
+    clients = new RegistryClients(config, RegistryCredentials.NONE, new dev.flatpull.fetcher.registry.FetchListener() {
+      @Override
+      public void requestFinished(RequestKind kind, String host, int status, long bytes, Duration elapsed) {
+        heard.add(elapsed);
+      }
+    }, sleeps::add, clock);
+    RegistryClient c = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
+    server.enqueue(partial(0, 4));
+    c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
+    assertEquals(1, heard.size(), heard.toString());
+    assertTrue(heard.get(0).compareTo(Duration.ofHours(1)) >= 0 && heard.get(0).toNanos() % 3_600_000_000_000L == 0,
+        "measured on the injected clock: " + heard);
+  }
+
   @Test
   void readRange_registryAway_retriesWithTheDefaultBackoffSpanAtLeastSixSeconds() throws Exception {
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true)

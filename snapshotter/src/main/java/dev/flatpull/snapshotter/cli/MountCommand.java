@@ -8,7 +8,7 @@ import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fuse.LayerMount;
-import dev.flatpull.snapshotter.overlay.HostMounts;
+import dev.flatpull.snapshotter.overlay.OverlayStack;
 import dev.flatpull.manager.LayerServer;
 import dev.flatpull.manager.RemoteLayerMetrics;
 import java.io.IOException;
@@ -63,7 +63,7 @@ final class MountCommand implements Callable<Integer> {
     clearStale(layersDir);
     LayerMount.clearStale(mountPoint);
     if (LayerMount.isMounted(mountPoint)) {
-      HostMounts.run("umount", "-l", mountPoint.toString());
+      dev.flatpull.core.HostCommand.run("umount", "-l", mountPoint.toString());
     }
     Files.createDirectories(mountPoint);
     List<Path> mounts = new ArrayList<>();
@@ -111,21 +111,22 @@ final class MountCommand implements Callable<Integer> {
 
   private void stack(List<Path> mounts) throws IOException {
     if (mounts.size() == 1) {
-      HostMounts.run("mount", "--bind", mounts.get(0).toString(), mountPoint.toString());
-      HostMounts.run("mount", "-o", "remount,bind,ro", mountPoint.toString());
+      dev.flatpull.core.HostCommand.run("mount", "--bind", mounts.get(0).toString(), mountPoint.toString());
+      dev.flatpull.core.HostCommand.run("mount", "-o", "remount,bind,ro", mountPoint.toString());
       return;
     }
-    StringBuilder lower = new StringBuilder();
+    List<String> lower = new ArrayList<>();
     for (int i = mounts.size() - 1; i >= 0; i--) {
-      lower.append(mounts.get(i)).append(i > 0 ? ":" : "");
+      lower.add(mounts.get(i).toString());
     }
-    HostMounts.run("mount", "-t", "overlay", "overlay", "-o", "ro,lowerdir=" + lower, mountPoint.toString());
+    dev.flatpull.core.HostCommand.run("mount", "-t", "overlay", "overlay", "-o",
+        "ro," + String.join(",", OverlayStack.lowerOptions(lower)), mountPoint.toString());
   }
 
   private void unmountAll(boolean overlay, LayerServer server, List<Path> mounts) {
     try {
       if (overlay) {
-        HostMounts.run("umount", mountPoint.toString());
+        dev.flatpull.core.HostCommand.run("umount", mountPoint.toString());
       }
     } catch (IOException e) {
       System.err.println("flatpull: unmounting " + mountPoint + ": " + e.getMessage());

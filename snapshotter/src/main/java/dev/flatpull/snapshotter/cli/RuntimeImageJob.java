@@ -14,7 +14,6 @@ import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
-import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.runtimeimage.ImageBinding;
 import dev.flatpull.runtimeimage.RuntimeImageBuilder;
 import dev.flatpull.runtimeimage.RuntimeImageDecoder;
@@ -25,7 +24,6 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.SecureRandom;
 import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -61,8 +59,7 @@ final class RuntimeImageJob implements AutoCloseable {
 
   RuntimeImagePublisher publisher(ImageReference ref) {
     RegistryClient client = clients.client(ref);
-    return new RuntimeImagePublisher(client, new Referrers(client, Sleeper.SYSTEM, InstantSource.system(),
-        new SecureRandom()));
+    return RuntimeImagePublisher.of(client);
   }
 
   /** The lazily readable layers of {@code manifest} among {@code wanted}, TOCs fetched in parallel. */

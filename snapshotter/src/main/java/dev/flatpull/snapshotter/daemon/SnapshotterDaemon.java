@@ -34,11 +34,8 @@ public final class SnapshotterDaemon implements AutoCloseable {
   private final OverlaySnapshotter snapshotter;
   private final SnapshotsServer server;
   private final Optional<MetricsServer> metricsEndpoint;
-  private final ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
-    Thread t = new Thread(r, "flatpull-watchdog");
-    t.setDaemon(true);
-    return t;
-  });
+  private final ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(
+      dev.flatpull.core.DaemonThreads.named("flatpull-watchdog"));
 
   private SnapshotterDaemon(RegistryClients clients, FuseManagerClient manager, OverlaySnapshotter snapshotter,
       SnapshotsServer server, Optional<MetricsServer> metricsEndpoint) {

@@ -2,15 +2,13 @@ package dev.flatpull.snapshotter.overlay;
 
 import dev.flatpull.core.MountTable;
 import java.io.IOException;
-import java.io.InterruptedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 /**
- * Mounts of this host beyond what {@link MountTable} reads: how mounts propagate between namespaces, detaching them, and
- * mount(8) and umount(8) themselves.
+ * Mounts of this host beyond what {@link MountTable} reads: how mounts propagate between namespaces, and detaching
+ * them (mount(8) and umount(8) run through {@code HostCommand}).
  */
 public final class HostMounts {
   private HostMounts() {}
@@ -85,27 +83,13 @@ public final class HostMounts {
 
   /** Detaches {@code mountPoint} now, even while files in it are open ({@code umount -l}). */
   public static void detach(Path mountPoint) throws IOException {
-    run("umount", "-l", mountPoint.toString());
+    dev.flatpull.core.HostCommand.run("umount", "-l", mountPoint.toString());
   }
 
   /** Detaches every mount at or below {@code dir}, deepest first. */
   public static void detachAllUnder(Path dir) throws IOException {
     for (Path p : MountTable.under(dir)) {
       detach(p);
-    }
-  }
-
-  /** Runs mount(8), umount(8) or a relative with {@code command}, failing with its output when it fails. */
-  public static void run(String... command) throws IOException {
-    try {
-      Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-      String out = new String(p.getInputStream().readAllBytes());
-      if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
-        throw new IOException(String.join(" ", command) + " failed: " + out.trim());
-      }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new InterruptedIOException(String.join(" ", command) + " interrupted");
     }
   }
 }

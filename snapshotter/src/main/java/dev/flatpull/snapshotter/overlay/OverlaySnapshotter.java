@@ -66,11 +66,8 @@ public final class OverlaySnapshotter implements AutoCloseable {
   public record Environment(LongSupplier nanoTime, InstantSource clock, ExecutorService deleter) {
     /** {@code nanoTime} and {@code clock}, and a deletion thread of its own. */
     public static Environment of(LongSupplier nanoTime, InstantSource clock) {
-      return new Environment(nanoTime, clock, Executors.newSingleThreadExecutor(r -> {
-        Thread t = new Thread(r, "flatpull-delete");
-        t.setDaemon(true);
-        return t;
-      }));
+      return new Environment(nanoTime, clock, Executors.newSingleThreadExecutor(
+          dev.flatpull.core.DaemonThreads.named("flatpull-delete")));
     }
 
     /** The system's clocks and a deletion thread of its own. */
@@ -495,14 +492,12 @@ public final class OverlaySnapshotter implements AutoCloseable {
       lower.add(fsOf(a).toString());
     }
     List<String> options = new ArrayList<>();
-    // Without an index overlayfs need not encode lower file handles, which FUSE layers do not guarantee.
-    options.add("index=off");
     if (s.kind() == Kind.ACTIVE) {
       Path dir = snapshots.resolve(Long.toString(s.id()));
       options.add("workdir=" + dir.resolve("work"));
       options.add("upperdir=" + dir.resolve("fs"));
     }
-    options.add("lowerdir=" + String.join(":", lower));
+    options.addAll(OverlayStack.lowerOptions(lower));
     return List.of(new SnapshotMount("overlay", "overlay", options));
   }
 

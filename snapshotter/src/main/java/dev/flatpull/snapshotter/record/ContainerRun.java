@@ -25,7 +25,7 @@ final class ContainerRun implements ContainerView {
   }
 
   private Thread pump(InputStream in) {
-    Thread t = new Thread(() -> {
+    Thread t = dev.flatpull.core.DaemonThreads.named("flatpull-record-output").newThread(() -> {
       try (BufferedReader r = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
         for (String line; (line = r.readLine()) != null; ) {
           lines.add(line);
@@ -33,8 +33,7 @@ final class ContainerRun implements ContainerView {
       } catch (IOException closed) {
         // The process is gone.
       }
-    }, "flatpull-record-output");
-    t.setDaemon(true);
+    });
     t.start();
     return t;
   }

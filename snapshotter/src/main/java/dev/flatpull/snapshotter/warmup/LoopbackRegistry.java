@@ -32,11 +32,8 @@ public final class LoopbackRegistry implements AutoCloseable {
 
   public static LoopbackRegistry start() throws IOException {
     HttpServer s = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 16);
-    ExecutorService threads = Executors.newFixedThreadPool(4, r -> {
-      Thread t = new Thread(r, "flatpull-warm-up-registry");
-      t.setDaemon(true);
-      return t;
-    });
+    ExecutorService threads = Executors.newFixedThreadPool(4,
+        dev.flatpull.core.DaemonThreads.named("flatpull-warm-up-registry"));
     s.setExecutor(threads);
     LoopbackRegistry r = new LoopbackRegistry(s, threads);
     s.createContext("/v2/", r::handle);

@@ -123,6 +123,7 @@ class OverlaySnapshotterTest {
       List<SnapshotMount> child = s.prepare("b", "c", Map.of());
       assertEquals("overlay", child.get(0).type());
       assertTrue(child.get(0).options().contains("lowerdir=" + m.get(0).source()), child.toString());
+      assertTrue(child.get(0).options().contains("index=off"), child.toString());
       assertEquals(List.of("ro", "rbind"), s.view("v", "c", Map.of()).get(0).options());
       SnapshotException e = assertThrows(SnapshotException.class, () -> s.remove("c"));
       assertEquals(SnapshotException.Code.FAILED_PRECONDITION, e.code());
