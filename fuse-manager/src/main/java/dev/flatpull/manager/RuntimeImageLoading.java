@@ -87,7 +87,7 @@ final class RuntimeImageLoading {
     try {
       RegistryClient client = clients.client(s.reference);
       RuntimeImagePublisher publisher = RuntimeImagePublisher.of(client, clock);
-      RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image), settings);
+      RuntimeImageSelection chosen = RuntimeImageSelection.of(publisher.list(image, threads.loaders()), settings);
       chosen.passedOver().forEach(p -> metrics.runtimeImagePassedOver(p.reason()));
       if (!chosen.passedOver().isEmpty()) {
         LOG.info("runtime images of " + s.reference + " passed over: " + chosen.passedOverDetail());

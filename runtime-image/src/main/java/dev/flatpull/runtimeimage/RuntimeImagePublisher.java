@@ -112,8 +112,19 @@ public final class RuntimeImagePublisher {
 
   /** The runtime images of the image manifest {@code subject}, newest first. */
   public List<RuntimeImageArtifact> list(Digest subject) throws IOException {
-    List<RuntimeImageArtifact> out = new ArrayList<>(referrers
-        .list(subject, Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE)).referrers().stream()
+    return newestFirst(referrers.list(subject, Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE)));
+  }
+
+  /**
+   * The same, with the referrers API and the tag schema asked at once ({@link Referrers#listAtOnce}): for a cold
+   * start, which waits for the answer.
+   */
+  public List<RuntimeImageArtifact> list(Digest subject, java.util.concurrent.Executor executor) throws IOException {
+    return newestFirst(referrers.listAtOnce(subject, Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE), executor));
+  }
+
+  private static List<RuntimeImageArtifact> newestFirst(Referrers.Listing listing) {
+    List<RuntimeImageArtifact> out = new ArrayList<>(listing.referrers().stream()
         .map(RuntimeImageArtifact::of).toList());
     out.sort((a, b) -> b.created().orElse(Instant.EPOCH).compareTo(a.created().orElse(Instant.EPOCH)));
     return out;

@@ -37,6 +37,13 @@ final class FakeRegistry extends Dispatcher {
   volatile java.util.concurrent.CountDownLatch blobHold;
   final boolean referrersApi;
   volatile long tagReadDelayMillis;
+  /**
+   * When set, a referrers-API request answers only once a referrers tag was read (or after 2 s): a client that asks
+   * the two one after another pays the 2 s, one that asks them at once does not.
+   */
+  volatile java.util.concurrent.CountDownLatch apiAwaitsTagRead;
+  /** Referrers-API answers that waited for a tag read in vain (it came only after them, or never). */
+  final AtomicInteger apiWaitedInVain = new AtomicInteger();
 
   FakeRegistry(boolean referrersApi) {
     this.referrersApi = referrersApi;
@@ -100,6 +107,12 @@ final class FakeRegistry extends Dispatcher {
           return manifest(method, ref, request);
         }
         case "referrers" -> {
+          java.util.concurrent.CountDownLatch tagRead = apiAwaitsTagRead;
+          if (tagRead != null) {
+            if (!tagRead.await(2, java.util.concurrent.TimeUnit.SECONDS)) {
+              apiWaitedInVain.incrementAndGet();
+            }
+          }
           if (!referrersApi) {
             return code(404);
           }
@@ -159,6 +172,10 @@ final class FakeRegistry extends Dispatcher {
         return code(gone == null ? 404 : 202);
       }
       default -> {
+        java.util.concurrent.CountDownLatch tagRead = apiAwaitsTagRead;
+        if (ref.startsWith("sha256-") && tagRead != null) {
+          tagRead.countDown();
+        }
         if (ref.startsWith("sha256-") && tagReadDelayMillis > 0) {
           Thread.sleep(tagReadDelayMillis);
         }

@@ -151,6 +151,33 @@ class RuntimeImagePublisherTest {
     assertEquals(2, p.list(f.subject().digest()).size(), "replaced through the API by deleting the old manifest");
   }
 
+  /** A cold start's lookup asks the referrers API and the tag schema at once; the answer is the same as asked in turn. */
+  @Test
+  void listAtOnce_asksTheTagWhileTheApiAnswers_andFindsWhatListFinds() throws Exception {
+    for (boolean api : new boolean[] {false, true}) {
+      FakeRegistry registry = new FakeRegistry(api);
+      RuntimeImagePublisher p = publisher(registry);
+      Fixture f = fixture();
+      push(p, f.build(List.of("a")), f.subject());
+      push(p, rebuiltLater(f, List.of("b")), f.subject());
+      List<RuntimeImageArtifact> inTurn = p.list(f.subject().digest());
+      registry.apiAwaitsTagRead = new java.util.concurrent.CountDownLatch(1);
+      java.util.concurrent.ExecutorService executor = java.util.concurrent.Executors.newCachedThreadPool();
+      try {
+        List<RuntimeImageArtifact> atOnce = p.list(f.subject().digest(), executor);
+        assertEquals(inTurn.stream().map(RuntimeImageArtifact::digest).toList(),
+            atOnce.stream().map(RuntimeImageArtifact::digest).toList(), "api " + api);
+        assertEquals(2, atOnce.size());
+        // The API's answer waited for the tag read, which arrived meanwhile: asked in turn, it would not have.
+        assertEquals(0, registry.apiAwaitsTagRead.getCount(), "the tag was read (api " + api + ")");
+        assertEquals(0, registry.apiWaitedInVain.get(), "asked at once, not one after the other (api " + api + ")");
+      } finally {
+        executor.shutdownNow();
+        stop();
+      }
+    }
+  }
+
   @Test
   void concurrentPushesOfTwoServiceVersions_toTheTagSchema_bothSurvive() throws Exception {
     FakeRegistry registry = new FakeRegistry(false);

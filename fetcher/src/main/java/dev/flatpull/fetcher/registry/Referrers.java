@@ -79,6 +79,59 @@ public final class Referrers {
   }
 
   /**
+   * The referrers of {@code subject}, as {@link #list(Digest, Optional)} finds them, with the tag schema's index read
+   * on {@code executor} while the API is asked: on a registry without the API (distribution 2.8) the answer comes one
+   * round trip sooner, which a cold start waits for; on one with it, the tag read (a 404, usually) is the price.
+   */
+  public Listing listAtOnce(Digest subject, Optional<String> artifactType, java.util.concurrent.Executor executor)
+      throws IOException {
+    java.util.concurrent.CompletableFuture<List<Descriptor>> tag = java.util.concurrent.CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return readTagIndex(subject);
+          } catch (IOException e) {
+            throw new java.util.concurrent.CompletionException(e);
+          }
+        }, executor);
+    Optional<ImageIndex> api;
+    try {
+      api = client.referrersApi(subject);
+    } catch (IOException | RuntimeException e) {
+      tag.cancel(true);
+      throw e;
+    }
+    Listing found;
+    if (api.isPresent()) {
+      // The tag's answer is not needed (nor its failure).
+      tag.cancel(true);
+      found = new Listing(Source.API, api.get().manifests());
+    } else {
+      found = new Listing(Source.TAG_SCHEMA, awaitTag(subject, tag));
+    }
+    return artifactType.isEmpty() ? found : new Listing(found.source(), found.referrers().stream()
+        .filter(d -> d.artifactType().equals(artifactType)).toList());
+  }
+
+  private static List<Descriptor> awaitTag(Digest subject, java.util.concurrent.CompletableFuture<List<Descriptor>> tag)
+      throws IOException {
+    try {
+      return tag.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("interrupted reading the referrers tag of " + subject);
+    } catch (java.util.concurrent.ExecutionException e) {
+      Throwable c = e.getCause() instanceof java.util.concurrent.CompletionException ce ? ce.getCause() : e.getCause();
+      if (c instanceof IOException io) {
+        throw io;
+      }
+      if (c instanceof RuntimeException r) {
+        throw r;
+      }
+      throw new IOException("reading the referrers tag of " + subject + ": " + c, c);
+    }
+  }
+
+  /**
    * Applies {@code change} to the tag-schema index of {@code subject} until a read after the write shows it applied:
    * {@code change} must be idempotent (applying it to its own result changes nothing), such as "add X" or "remove
    * those with key K". Returns the index as last read.
