@@ -26,7 +26,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * is looked up and streamed meanwhile. {@link #runtimeImage} completes when that is over: with whether a runtime image
  * brought content, so that prefetching of the image's layers waits for it.
  */
-final class ImageSession {
+final class ImageSession implements dev.flatpull.runtimeimage.RuntimeImageStream.LayerIndexes {
   final ImageReference reference;
   final ImageManifest manifest;
   final long startedNanos;
@@ -117,6 +117,18 @@ final class ImageSession {
       throw new IOException("layer " + digest + " has no table of contents");
     }
     return layer(d).index();
+  }
+
+  @Override
+  public LayerIndex await(Digest layer) throws IOException {
+    return index(layer);
+  }
+
+  /** Whether the TOC of {@code layer} is in (or failed, or the layer has none): {@link #index} answers at once. */
+  @Override
+  public boolean ready(Digest layer) {
+    CompletableFuture<LazyLayer> f = layers.get(layer);
+    return f == null || f.isDone();
   }
 
   /**

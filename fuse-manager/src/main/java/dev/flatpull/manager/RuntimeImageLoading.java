@@ -125,7 +125,7 @@ final class RuntimeImageLoading {
               }
             }
           }, settings.verify(), settings.limits());
-      RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s::index);
+      RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s);
       Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
       Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
       metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");

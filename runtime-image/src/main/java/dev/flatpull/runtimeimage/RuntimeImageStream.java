@@ -49,7 +49,28 @@ public final class RuntimeImageStream {
   @FunctionalInterface
   public interface LayerIndexes {
     LayerIndex await(Digest layer) throws IOException;
+
+    /**
+     * Whether {@link #await} of {@code layer} would answer at once (its TOC is in, or failed). While one is not, the
+     * stream requests the blob and buffers its first frames, so that the runtime image is on the node when the TOCs
+     * are (see {@link RuntimeImageStream#EARLY_BYTES}).
+     */
+    default boolean ready(Digest layer) {
+      return true;
+    }
   }
+
+  /**
+   * At most this many bytes of a runtime image are held in memory, unchecked, while the image's TOCs are still on
+   * their way: its blob is requested as soon as its descriptor is known, not after the TOCs (a round trip and the
+   * runtime image's transfer off a cold start's critical path). Nothing is reserved, decoded or stored before the TOCs
+   * have bound it; the bounds they set are checked then, so a runtime image they refuse has cost at most this, and
+   * the stream's receive buffers.
+   */
+  static final int EARLY_BYTES = 32 << 20;
+
+  /** The largest index (decompressed) read before the TOCs are in; a larger one waits for them and their bound. */
+  static final int EARLY_INDEX_BYTES = 8 << 20;
 
   /** What the stream brought, as it arrives. */
   public interface Delivery {
@@ -125,21 +146,11 @@ public final class RuntimeImageStream {
    */
   public Outcome load(RuntimeImageArtifact artifact, ImageManifest manifest, LayerIndexes tocs) throws IOException {
     Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, manifest.digest());
-    Map<Digest, LayerIndex> layers = new LinkedHashMap<>();
-    IOException unavailable = null;
-    for (Descriptor d : manifest.layers()) {
-      try {
-        layers.put(d.digest(), tocs.await(d.digest()));
-      } catch (IOException e) {
-        // A layer without a TOC (plain) can have no content in a runtime image; binding refuses one that names it.
-        unavailable = e;
-      }
+    if (!Early.ready(manifest, tocs) && blob.size() > RuntimeImageFormat.HEADER_SIZE) {
+      return loadEarly(blob, manifest, tocs);
     }
-    if (layers.isEmpty()) {
-      throw unavailable != null ? unavailable : new IOException("the image has no layers");
-    }
-    Load load = new Load(manifest, layers, RuntimeImageBounds.of(limits, trusted, layers.values()), blob.size());
-    boolean incremental = holdsAny(layers.values());
+    Load load = newLoad(manifest, tocs, blob);
+    boolean incremental = holdsAny(load.layers.values());
     String failure = null;
     String detail = "";
     try {
@@ -166,18 +177,7 @@ public final class RuntimeImageStream {
         }
         load.begin(RuntimeImageFormat.readIndex(head, load.bounds.indexBytes()));
       }
-      // What the first request did not bring: runs of needed frames, by range (frames between them never fetched).
-      for (int[] run : load.neededRuns()) {
-        Layout layout = load.layout;
-        long from = layout.frameStart(run[0]);
-        Frame last = layout.index().frames().get(run[1] - 1);
-        long to = layout.frameStart(run[1] - 1) + last.length();
-        load.requests++;
-        client.streamRange(blob.digest(), ByteRange.between(from, to), in -> {
-          load.frames(new Progressing(in), from, run[0], run[1]);
-          return null;
-        });
-      }
+      fetchNeededRuns(load, blob);
     } catch (java.io.UncheckedIOException e) {
       throw e.getCause();
     } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
@@ -190,6 +190,126 @@ public final class RuntimeImageStream {
       load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
       load.scratch.close();
     }
+    return outcome(load, failure, detail, incremental);
+  }
+
+  /** What the first request did not bring: runs of needed frames, by range (frames between them never fetched). */
+  private void fetchNeededRuns(Load load, Descriptor blob) throws IOException {
+    for (int[] run : load.neededRuns()) {
+      Layout layout = load.layout;
+      long from = layout.frameStart(run[0]);
+      Frame last = layout.index().frames().get(run[1] - 1);
+      long to = layout.frameStart(run[1] - 1) + last.length();
+      load.requests++;
+      client.streamRange(blob.digest(), ByteRange.between(from, to), in -> {
+        load.frames(new Progressing(in), from, run[0], run[1]);
+        return null;
+      });
+    }
+  }
+
+  /** The load of {@code manifest}'s runtime image, once its layers' TOCs are in. */
+  private Load newLoad(ImageManifest manifest, LayerIndexes tocs, Descriptor blob) throws IOException {
+    Map<Digest, LayerIndex> layers = new LinkedHashMap<>();
+    IOException unavailable = null;
+    for (Descriptor d : manifest.layers()) {
+      try {
+        layers.put(d.digest(), tocs.await(d.digest()));
+      } catch (IOException e) {
+        // A layer without a TOC (plain) can have no content in a runtime image; binding refuses one that names it.
+        unavailable = e;
+      }
+    }
+    if (layers.isEmpty()) {
+      throw unavailable != null ? unavailable : new IOException("the image has no layers");
+    }
+    return new Load(manifest, layers, RuntimeImageBounds.of(limits, trusted, layers.values()), blob.size());
+  }
+
+  /**
+   * The load while the TOCs are still on their way: the blob is requested at once and its head and first frames held
+   * ({@link Early}) until they are in; then it goes on as a load of the whole blob from that prefix and the rest of
+   * the same response. When the index names content the node already has (a hint: it is checked once the TOCs bind
+   * it), the response is left after the index and only the frames the node lacks are fetched, as a load that reads
+   * the index first would.
+   */
+  private Outcome loadEarly(Descriptor blob, ImageManifest manifest, LayerIndexes tocs) throws IOException {
+    Load[] load = {null};
+    boolean[] incremental = {false};
+    int[] requests = {1};
+    String failure = null;
+    String detail = "";
+    try {
+      client.streamRange(blob.digest(), new ByteRange(0, blob.size()), in -> {
+        try {
+          if (load[0] != null) {
+            // A retried request: read the index again, skip the frames done.
+            load[0].whole(new Progressing(in));
+            return null;
+          }
+          Early early = Early.read(in, manifest, tocs, cache);
+          try {
+            load[0] = newLoad(manifest, tocs, blob);
+          } catch (IOException e) {
+            // The TOCs' failure, not the registry's: no retry.
+            throw new java.io.UncheckedIOException(e);
+          }
+          load[0].requests = requests[0];
+          if (early.nodeHasSome()) {
+            incremental[0] = true;
+            load[0].index(early.head());
+          } else {
+            load[0].whole(new Progressing(new java.io.SequenceInputStream(
+                new java.io.ByteArrayInputStream(early.prefix()), in)));
+          }
+          return null;
+        } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+          // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
+          throw new java.io.UncheckedIOException(e);
+        }
+      });
+    } catch (java.io.UncheckedIOException e) {
+      if (load[0] != null) {
+        closeUnannounced(load[0]);
+      }
+      throw e.getCause();
+    } catch (IOException e) {
+      failure = "stream_failed";
+      detail = "the stream failed: " + e.getMessage();
+    }
+    if (load[0] == null) {
+      // The request failed before the TOCs were awaited: the runtime image brings nothing, once they are in.
+      Load nothing = newLoad(manifest, tocs, blob);
+      delivery.announced();
+      nothing.scratch.close();
+      return outcome(nothing, failure, detail, false);
+    }
+    Load l = load[0];
+    try {
+      if (failure == null) {
+        fetchNeededRuns(l, blob);
+      }
+    } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+      throw e;
+    } catch (IOException e) {
+      failure = "stream_failed";
+      detail = "the stream failed: " + e.getMessage();
+    } finally {
+      delivery.announced();
+      l.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
+      l.scratch.close();
+    }
+    return outcome(l, failure, detail, incremental[0]);
+  }
+
+  /** Ends a load refused before its stream: what it reserved is given up. */
+  private void closeUnannounced(Load load) {
+    delivery.announced();
+    load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
+    load.scratch.close();
+  }
+
+  private Outcome outcome(Load load, String failure, String detail, boolean incremental) {
     Map<RejectionKind, Long> byKind = new EnumMap<>(RejectionKind.class);
     for (Rejection r : load.rejected) {
       byKind.merge(r.kind(), 1L, Long::sum);
@@ -215,6 +335,66 @@ public final class RuntimeImageStream {
       // Read the header first, then the index.
     }
     return RuntimeImageFormat.HEADER_SIZE;
+  }
+
+  /**
+   * What a runtime image's response brought before the image's TOCs were in: its first bytes as they came (the
+   * header, the index when it is small enough to read unbound, then whole frames that carry extents, up to
+   * {@link #EARLY_BYTES}), read until the TOCs are in. Nothing here is trusted: the index is parsed only to know
+   * where frames end and whether the node has any of the content it names, and everything is read again, checked
+   * and bound, from {@code prefix} once the TOCs are in.
+   *
+   * @param prefix the response's first bytes
+   * @param head the header and the index, when the index was read
+   * @param nodeHasSome whether the index names content the page cache holds (then the rest is fetched by range)
+   */
+  private record Early(byte[] prefix, byte[] head, boolean nodeHasSome) {
+    static Early read(InputStream in, ImageManifest manifest, LayerIndexes tocs, PageCache cache) throws IOException {
+      java.io.ByteArrayOutputStream prefix = new java.io.ByteArrayOutputStream();
+      byte[] header = readExactly(in, RuntimeImageFormat.HEADER_SIZE, "the header");
+      prefix.write(header);
+      int indexLength = RuntimeImageFormat.indexLength(header);
+      if (indexLength > EARLY_INDEX_BYTES) {
+        return new Early(prefix.toByteArray(), null, false);
+      }
+      prefix.write(readExactly(in, indexLength, "the index"));
+      byte[] head = prefix.toByteArray();
+      Layout layout;
+      List<List<int[]>> byFrame;
+      try {
+        layout = RuntimeImageFormat.readIndex(head, EARLY_INDEX_BYTES);
+        byFrame = RuntimeImageDecoder.extentsByFrame(layout.index());
+      } catch (RuntimeImageFormatException | RuntimeException e) {
+        // Judged once the TOCs set its bounds.
+        return new Early(head, null, false);
+      }
+      for (LayerExtents l : layout.index().layers()) {
+        for (Extent e : l.extents()) {
+          if (cache.contains(e.digest())) {
+            return new Early(head, head, true);
+          }
+        }
+      }
+      long position = layout.dataStart();
+      for (int f = 0; f < byFrame.size() && !ready(manifest, tocs); f++) {
+        Frame frame = layout.index().frames().get(f);
+        if (byFrame.get(f).isEmpty() || frame.length() <= 0 || layout.frameStart(f) != position
+            || prefix.size() + (long) frame.length() > EARLY_BYTES) {
+          break;
+        }
+        byte[] bytes = in.readNBytes(frame.length());
+        prefix.write(bytes);
+        if (bytes.length != frame.length()) {
+          break; // the response ended early: the load reads that again, and says so
+        }
+        position += frame.length();
+      }
+      return new Early(prefix.toByteArray(), head, false);
+    }
+
+    private static boolean ready(ImageManifest manifest, LayerIndexes tocs) {
+      return manifest.layers().stream().allMatch(d -> tocs.ready(d.digest()));
+    }
   }
 
   /** Whether the node holds any content of these layers (then only the missing frames are worth fetching). */
@@ -321,6 +501,12 @@ public final class RuntimeImageStream {
           plan(le, d);
         }
       }
+    }
+
+    /** Binds the index {@code head} holds (header and index, read before the TOCs were in). */
+    void index(byte[] head) throws IOException {
+      bounds.checkIndexLength(RuntimeImageFormat.indexLength(head));
+      begin(RuntimeImageFormat.readIndex(head, bounds.indexBytes()));
     }
 
     /** Consecutive needed frames not done yet, as [from, to) frame ranges. */

@@ -56,14 +56,14 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class RuntimeImageStreamTest {
   @TempDir Path dir;
-  private MockWebServer server;
-  private RegistryClients clients;
-  private FakeRegistry registry;
-  private RegistryClient client;
-  private TestImage image;
-  private Map<Digest, LayerIndex> tocs;
-  private RuntimeImageBuilder.Built built;
-  private RuntimeImageArtifact artifact;
+  MockWebServer server;
+  RegistryClients clients;
+  FakeRegistry registry;
+  RegistryClient client;
+  TestImage image;
+  Map<Digest, LayerIndex> tocs;
+  RuntimeImageBuilder.Built built;
+  RuntimeImageArtifact artifact;
   private final List<PageCache> caches = new ArrayList<>();
 
   @BeforeEach
@@ -100,25 +100,30 @@ class RuntimeImageStreamTest {
     server.close();
   }
 
-  private PageCache cache(String name) throws Exception {
+  /** The image's TOCs as the stream gets them: here already in when it starts. */
+  RuntimeImageStream.LayerIndexes indexes() {
+    return tocs::get;
+  }
+
+  PageCache cache(String name) throws Exception {
     PageCache c = PageCache.open(dir.resolve(name), new CacheSettings(Optional.empty(), 64 << 20, 1L << 30,
         Duration.ofHours(1)));
     caches.add(c);
     return c;
   }
 
-  private RuntimeImageStream.Outcome load(PageCache cache, List<Digest> delivered) throws Exception {
+  RuntimeImageStream.Outcome load(PageCache cache, List<Digest> delivered) throws Exception {
     return new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
         (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE, Limits.DEFAULTS)
-        .load(artifact, image.manifest, tocs::get);
+        .load(artifact, image.manifest, indexes());
   }
 
-  private List<String> blobRequests() {
+  List<String> blobRequests() {
     return registry.log.stream().filter(l -> l.startsWith("GET") && l.contains("/blobs/")).toList();
   }
 
   /** Every extent of the index, as (layer digest, path, offset, length, digest) with its true bytes. */
-  private void assertCacheHoldsTheImagesBytes(PageCache cache, boolean all) throws Exception {
+  void assertCacheHoldsTheImagesBytes(PageCache cache, boolean all) throws Exception {
     Layout layout = RuntimeImageFormat.read(built.blob());
     int found = 0;
     for (LayerExtents l : layout.index().layers()) {
@@ -232,7 +237,7 @@ class RuntimeImageStreamTest {
     PageCache cache = cache("stale");
     assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
         new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
-        .load(artifact, other, tocs::get));
+        .load(artifact, other, indexes()));
     assertEquals(0, blobRequests().size());
   }
 
@@ -242,7 +247,7 @@ class RuntimeImageStreamTest {
     assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
         new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.RUNTIME_IMAGE,
         Limits.DEFAULTS)
-        .load(artifact, image.manifest, tocs::get));
+        .load(artifact, image.manifest, indexes()));
     Layout layout = RuntimeImageFormat.read(built.blob());
     assertFalse(cache.contains(layout.index().layers().get(0).extents().get(0).digest()), "nothing entered the cache");
   }
@@ -334,19 +339,19 @@ class RuntimeImageStreamTest {
     PageCache cache = cache("share");
     RuntimeImageLimitException e = assertThrows(RuntimeImageLimitException.class, () -> new RuntimeImageStream(client,
         cache, new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE,
-        new Limits(share * 0.9, 256, 4096)).load(artifact, image.manifest, tocs::get));
+        new Limits(share * 0.9, 256, 4096)).load(artifact, image.manifest, indexes()));
     assertEquals("working_set", e.limit(), e.getMessage());
     assertTrue(e.getMessage().contains("max_share"), e.getMessage());
     assertNothingCached(cache);
     // At the share itself it is a working set.
     RuntimeImageStream.Outcome o = new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
         (l, p, off, n, c) -> {}, Verification.IMAGE, new Limits(share, 256, 4096))
-        .load(artifact, image.manifest, tocs::get);
+        .load(artifact, image.manifest, indexes());
     assertEquals(Optional.empty(), o.failure(), o.detail());
   }
 
   /** Loading {@code hostile}, published, is refused for {@code limit}: nothing cached, no frame read. */
-  private void assertRefused(String limit, Hostile hostile, PageCache cache) throws Exception {
+  void assertRefused(String limit, Hostile hostile, PageCache cache) throws Exception {
     push(hostile);
     RuntimeImageLimitException e = assertThrows(RuntimeImageLimitException.class, () -> load(cache,
         new ArrayList<>()));
@@ -356,11 +361,11 @@ class RuntimeImageStreamTest {
     assertTrue(registry.blobBytesSent.get() <= hostile.blob().length, "asked for no more than the blob");
   }
 
-  private Hostile valid() {
+  Hostile valid() {
     return new Hostile(built.index(), built.blob());
   }
 
-  private void assertNothingCached(PageCache cache) throws Exception {
+  void assertNothingCached(PageCache cache) throws Exception {
     for (LayerExtents l : built.index().layers()) {
       for (Extent e : l.extents()) {
         assertFalse(cache.contains(e.digest()), "nothing entered the cache");
@@ -369,7 +374,7 @@ class RuntimeImageStreamTest {
   }
 
   /** Publishes {@code hostile} as the service's runtime image (replacing the fixture's), loaded from now on. */
-  private void push(Hostile hostile) throws Exception {
+  void push(Hostile hostile) throws Exception {
     RuntimeImageIndex index = hostile.index();
     byte[] blob = hostile.blob();
     Descriptor subject = new Descriptor(MediaTypes.OCI_MANIFEST, image.manifest.digest(), image.manifest.raw().length,

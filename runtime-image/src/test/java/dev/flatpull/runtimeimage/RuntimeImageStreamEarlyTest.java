@@ -1,0 +1,125 @@
+package dev.flatpull.runtimeimage;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.RuntimeImageSettings.Limits;
+import dev.flatpull.config.RuntimeImageSettings.Verification;
+import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.LayerIndex;
+import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.RuntimeImageFormat.Layout;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Every case of {@link RuntimeImageStreamTest} again, with the image's TOCs still on their way when the stream starts
+ * (a cold start: the runtime image's lookup and the TOCs run at once): the blob is requested before them and its
+ * first frames held until they bind it. What a refused runtime image may not do (reserve, cache, fetch past its bounds)
+ * holds the same.
+ */
+class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
+  /** TOCs that are in only once the stream awaits them: it reads as much of the blob early as it may. */
+  @Override
+  RuntimeImageStream.LayerIndexes indexes() {
+    AtomicBoolean in = new AtomicBoolean();
+    return new RuntimeImageStream.LayerIndexes() {
+      @Override
+      public LayerIndex await(Digest layer) {
+        in.set(true);
+        return tocs.get(layer);
+      }
+
+      @Override
+      public boolean ready(Digest layer) {
+        return in.get();
+      }
+    };
+  }
+
+  @Test
+  void theBlobIsRequestedBeforeTheTocsAreIn_andNothingIsReservedUntilTheyBindIt() throws Exception {
+    PageCache cache = cache("before-tocs");
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    AtomicBoolean blobAskedBeforeTocs = new AtomicBoolean();
+    AtomicBoolean reservedBeforeTocs = new AtomicBoolean();
+    RuntimeImageStream.LayerIndexes late = new RuntimeImageStream.LayerIndexes() {
+      volatile boolean in;
+
+      @Override
+      public LayerIndex await(Digest layer) throws java.io.IOException {
+        if (!in) {
+          // The TOC arrives only once the blob was asked for (or never, and the test fails).
+          long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+          while (blobRequests().isEmpty() && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+          }
+          blobAskedBeforeTocs.set(!blobRequests().isEmpty());
+          Extent first = layout.index().layers().get(0).extents().get(0);
+          Optional<dev.flatpull.pagecache.Reservation> r = cache.reserve(first.digest());
+          // Free to reserve: the stream reserved nothing before its TOCs were in.
+          reservedBeforeTocs.set(r.isEmpty());
+          r.ifPresent(dev.flatpull.pagecache.Reservation::abandon);
+          in = true;
+        }
+        return tocs.get(layer);
+      }
+
+      @Override
+      public boolean ready(Digest layer) {
+        return in;
+      }
+    };
+    List<Digest> delivered = new ArrayList<>();
+    RuntimeImageStream.Outcome o = new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
+        (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE, Limits.DEFAULTS)
+        .load(artifact, image.manifest, late);
+    assertTrue(blobAskedBeforeTocs.get(), "the blob was asked for before the TOCs were in: " + registry.log);
+    assertFalse(reservedBeforeTocs.get(), "nothing reserved before the TOCs bound the runtime image");
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertEquals(1, o.requests(), registry.log.toString());
+    assertEquals(o.contents(), o.delivered());
+    assertCacheHoldsTheImagesBytes(cache, true);
+  }
+
+  /**
+   * The index names content the node has: the response is left after the index, and only the frames holding what
+   * the node lacks are fetched, by range (the index is not asked for twice).
+   */
+  @Override
+  @Test
+  void contentAlreadyOnTheNode_onlyTheFramesHoldingMissingContentAreFetched() throws Exception {
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    PageCache cache = cache("incremental-early");
+    List<int[]> frame0 = RuntimeImageDecoder.extentsByFrame(layout.index()).get(0);
+    long inFrame0 = 0;
+    java.util.Set<Digest> seen = new java.util.HashSet<>();
+    for (int[] le : frame0) {
+      LayerExtents l = layout.index().layers().get(le[0]);
+      Extent e = l.extents().get(le[1]);
+      byte[] truth = image.content(l.digest(), l.files().get(e.file()));
+      cache.put(e.digest(), java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(), (int) e.fileEnd()));
+      if (seen.add(e.digest())) {
+        inFrame0++;
+      }
+    }
+    RuntimeImageStream.Outcome o = load(cache, new ArrayList<>());
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertTrue(o.incremental());
+    assertEquals(inFrame0, o.reused());
+    assertEquals(o.contents() - inFrame0, o.delivered());
+    List<String> blobs = blobRequests();
+    assertEquals(2, blobs.size(), "the whole blob (left after its index), then frames 1.. by range: " + blobs);
+    assertTrue(blobs.get(1).endsWith("bytes=" + layout.frameStart(1) + "-" + (built.blob().length - 1)), blobs
+        .toString());
+    assertCacheHoldsTheImagesBytes(cache, true);
+  }
+}
