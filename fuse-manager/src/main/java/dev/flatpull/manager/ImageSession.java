@@ -32,6 +32,11 @@ final class ImageSession implements dev.flatpull.runtimeimage.RuntimeImageStream
   final long startedNanos;
   /** True when a runtime image brought (or found) content; false when none was used. Never fails. */
   final CompletableFuture<Boolean> runtimeImage = new CompletableFuture<>();
+  /**
+   * True once the lookup chose a runtime image for the image, false when it found none (or failed): until then reads
+   * do not wait for one, so a slow lookup costs a start nothing.
+   */
+  final CompletableFuture<Boolean> found = new CompletableFuture<>();
   /** Completes once the runtime image's content is reserved in the cache, or none will be. */
   final CompletableFuture<Void> announced = new CompletableFuture<>();
   /** Page-mode content by place: layer digest, content entry name and page number to the page's digest. */

@@ -70,6 +70,7 @@ final class RuntimeImageLoading {
       threads.loaders().execute(() -> load(s));
     } else {
       metrics.runtimeImageLookup("disabled");
+      s.found.complete(false);
       s.announced.complete(null);
       s.runtimeImage.complete(false);
     }
@@ -98,13 +99,21 @@ final class RuntimeImageLoading {
         return;
       }
       RuntimeImageArtifact artifact = chosen.chosen().get();
+      s.found.complete(true);
       // Page mode: content arrives page by page under its own digests, found by place on the read path.
       boolean pageMode = artifact.verify().equals(Optional.of(dev.flatpull.config.RuntimeImageSettings.Verification
           .RUNTIME_IMAGE));
+      // The stream's own rate: from its first verified content in the cache to its last (lookups and waits excluded).
+      long[] firstLast = {0, 0};
       RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(settings.stall()),
           new RuntimeImageStream.Delivery() {
             @Override
             public void delivered(Digest layer, String path, long offset, int length, Digest content) {
+              long now = nanoTime.getAsLong();
+              if (firstLast[0] == 0) {
+                firstLast[0] = now;
+              }
+              firstLast[1] = now;
               brought.add(content);
               threads.landing().execute(() -> land(s, layer, path, offset, length, content));
             }
@@ -138,7 +147,8 @@ final class RuntimeImageLoading {
       String line = "runtime image " + artifact.digest().shortHex() + " (service " + artifact.serviceKey() + ", "
           + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
           + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
-          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "") + "; " + o.headroom();
+          + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "")
+          + rate(o.deliveredBytes(), firstLast[1] - firstLast[0]) + "; " + o.headroom();
       if (o.failure().isPresent()) {
         LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
       } else {
@@ -157,9 +167,18 @@ final class RuntimeImageLoading {
       // it does not declare (an interrupt at shutdown); this task must end quietly whatever it met.
       fellBack(s, "lookup_failed", e);
     } finally {
+      s.found.complete(false);
       s.announced.complete(null);
       s.runtimeImage.complete(false);
     }
+  }
+
+  /** The stream's rate, for the log: bytes decoded, verified and stored per second of streaming. */
+  static String rate(long bytes, long nanos) {
+    if (bytes <= 0 || nanos <= 0) {
+      return "";
+    }
+    return String.format(java.util.Locale.ROOT, ", streamed at %.0f MB/s", bytes * 1e3 / nanos);
   }
 
   /**
@@ -253,11 +272,13 @@ final class RuntimeImageLoading {
   }
 
   /**
-   * Waits for the image's runtime image to reserve what it will bring: one stall at most, for the whole image (once
-   * a read gave up waiting, later reads do not wait, so a stream held back costs a start one stall, not one per read).
+   * Waits for the image's runtime image to reserve what it will bring, once the lookup found one: one stall at most,
+   * for the whole image (once a read gave up waiting, later reads do not wait, so a stream held back costs a start one
+   * stall, not one per read). While the lookup is still on its way a read does not wait: it goes to the lazy loader,
+   * and the stream leaves what that read fetched alone.
    */
   void awaitAnnounced(ImageSession s) throws java.io.InterruptedIOException {
-    if (s.announced.isDone() || s.announcementLate) {
+    if (s.announced.isDone() || s.announcementLate || !s.found.getNow(false)) {
       return;
     }
     try {
@@ -266,6 +287,10 @@ final class RuntimeImageLoading {
       Thread.currentThread().interrupt();
       throw new java.io.InterruptedIOException("interrupted waiting for the runtime image's index");
     } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+      if (!s.announcementLate) {
+        LOG.info("reads of " + s.reference + " no longer wait for its runtime image: it announced nothing within "
+            + settings.stall().toMillis() + " ms ([runtime_image] stall)");
+      }
       s.announcementLate = true;
     }
   }

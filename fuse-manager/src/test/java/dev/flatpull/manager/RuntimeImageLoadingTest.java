@@ -96,12 +96,33 @@ class RuntimeImageLoadingTest {
   void awaitAnnounced_waitsOneStallForTheWholeImage() throws Exception {
     RuntimeImageLoading loading = loading("[runtime_image]\nstall = \"20ms\"\n");
     ImageSession late = session();
+    late.found.complete(true);
     loading.awaitAnnounced(late);
     assertTrue(late.announcementLate, "the first read waited the stall out");
     ImageSession announced = session();
     announced.announced.complete(null);
     loading.awaitAnnounced(announced);
     assertFalse(announced.announcementLate);
+  }
+
+  /** A lookup still on its way (a slow registry) holds no read back: it goes to the lazy loader at once. */
+  @Test
+  void awaitAnnounced_whileTheLookupIsOnItsWay_orFoundNone_doesNotWait() throws Exception {
+    RuntimeImageLoading loading = loading("[runtime_image]\nstall = \"2s\"\n");
+    ImageSession looking = session();
+    loading.awaitAnnounced(looking);
+    assertFalse(looking.announcementLate, "a read waited for a lookup that had not found a runtime image yet");
+    ImageSession none = session();
+    none.found.complete(false);
+    loading.awaitAnnounced(none);
+    assertFalse(none.announcementLate);
+  }
+
+  @Test
+  void rate_isBytesPerSecondOfStreaming_andNothingWithoutEither() {
+    assertEquals(", streamed at 200 MB/s", RuntimeImageLoading.rate(10_000_000, 50_000_000));
+    assertEquals("", RuntimeImageLoading.rate(0, 50_000_000));
+    assertEquals("", RuntimeImageLoading.rate(10_000_000, 0), "one content: no interval to measure");
   }
 
   @Test

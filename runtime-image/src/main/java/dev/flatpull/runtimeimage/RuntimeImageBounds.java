@@ -106,6 +106,25 @@ public final class RuntimeImageBounds {
    * @return the bytes its extents bring
    */
   public long checkContent(RuntimeImageIndex index, List<List<int[]>> byFrame) throws RuntimeImageLimitException {
+    long brought = checkFrames(index, byFrame, limits);
+    // What its extents bring (frames without any are never fetched), against the image's files.
+    if (brought > limits.maxShare() * imageBytes) {
+      double share = imageBytes == 0 ? 1 : (double) brought / imageBytes;
+      throw new RuntimeImageLimitException("working_set", String.format(java.util.Locale.ROOT,
+          "the runtime image brings %d bytes, %.2f of the image's %d: more than a start-up working set"
+              + " ([runtime_image] max_share = %.2f)", brought, share, imageBytes, limits.maxShare()));
+    }
+    return brought;
+  }
+
+  /**
+   * Refuses an index whose frames hold more than the extents they carry (plus {@code frame_slack}): a check that
+   * needs no TOC.
+   *
+   * @return the bytes its extents bring
+   */
+  static long checkFrames(RuntimeImageIndex index, List<List<int[]>> byFrame, Limits limits)
+      throws RuntimeImageLimitException {
     long brought = 0;
     for (int f = 0; f < byFrame.size(); f++) {
       if (byFrame.get(f).isEmpty()) {
@@ -127,13 +146,6 @@ public final class RuntimeImageBounds {
             + " frame_slack = " + limits.frameSlack() + ")");
       }
       brought += carried;
-    }
-    // What its extents bring (frames without any are never fetched), against the image's files.
-    if (brought > limits.maxShare() * imageBytes) {
-      double share = imageBytes == 0 ? 1 : (double) brought / imageBytes;
-      throw new RuntimeImageLimitException("working_set", String.format(java.util.Locale.ROOT,
-          "the runtime image brings %d bytes, %.2f of the image's %d: more than a start-up working set"
-              + " ([runtime_image] max_share = %.2f)", brought, share, imageBytes, limits.maxShare()));
     }
     return brought;
   }

@@ -1,5 +1,6 @@
 package dev.flatpull.runtimeimage;
 
+import com.github.luben.zstd.Zstd;
 import dev.flatpull.config.RuntimeImageSettings.Limits;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.core.ByteRange;
@@ -61,11 +62,11 @@ public final class RuntimeImageStream {
   }
 
   /**
-   * At most this many bytes of a runtime image are held in memory, unchecked, while the image's TOCs are still on
-   * their way: its blob is requested as soon as its descriptor is known, not after the TOCs (a round trip and the
-   * runtime image's transfer off a cold start's critical path). Nothing is reserved, decoded or stored before the TOCs
-   * have bound it; the bounds they set are checked then, so a runtime image they refuse has cost at most this, and
-   * the stream's receive buffers.
+   * At most this many bytes of a runtime image's frames are held in memory, unchecked, while the image's TOCs are
+   * still on their way: its head is requested as soon as its descriptor is known, not after the TOCs, and on a node
+   * that has none of its content its frames too (a round trip and the runtime image's transfer off a cold start's
+   * critical path). Nothing is reserved, decoded or stored before the TOCs have bound it; the bounds they set are
+   * checked then, so a runtime image they refuse has cost at most this, and the response's receive buffers.
    */
   static final int EARLY_BYTES = 32 << 20;
 
@@ -146,8 +147,9 @@ public final class RuntimeImageStream {
    */
   public Outcome load(RuntimeImageArtifact artifact, ImageManifest manifest, LayerIndexes tocs) throws IOException {
     Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, manifest.digest());
-    if (!Early.ready(manifest, tocs) && blob.size() > RuntimeImageFormat.HEADER_SIZE) {
-      return loadEarly(blob, manifest, tocs);
+    long earlyIndexEnd = indexEnd(blob, RuntimeImageFormat.HEADER_SIZE + Zstd.compressBound(EARLY_INDEX_BYTES));
+    if (!Early.ready(manifest, tocs) && earlyIndexEnd > RuntimeImageFormat.HEADER_SIZE) {
+      return loadEarly(blob, manifest, tocs, earlyIndexEnd);
     }
     Load load = newLoad(manifest, tocs, blob);
     boolean incremental = holdsAny(load.layers.values());
@@ -166,7 +168,7 @@ public final class RuntimeImageStream {
           return null;
         });
       } else {
-        long indexEnd = indexEnd(blob, load.bounds);
+        long indexEnd = indexEnd(blob, load.bounds.indexEnd());
         load.requests++;
         byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
         if (indexEnd == RuntimeImageFormat.HEADER_SIZE) {
@@ -227,47 +229,75 @@ public final class RuntimeImageStream {
   }
 
   /**
-   * The load while the TOCs are still on their way: the blob is requested at once and its head and first frames held
-   * ({@link Early}) until they are in; then it goes on as a load of the whole blob from that prefix and the rest of
-   * the same response. When the index names content the node already has (a hint: it is checked once the TOCs bind
-   * it), the response is left after the index and only the frames the node lacks are fetched, as a load that reads
-   * the index first would.
+   * The load while the TOCs are still on their way: the blob's head (header and index, where its artifact says the
+   * index ends) is requested at once. When the index names content the node already has (a hint: it is checked once
+   * the TOCs bind it), the load goes on as one that reads the index first: only the frames the node lacks are
+   * fetched, once the TOCs are in. Otherwise the frames are requested at once too, and the first ones held in memory
+   * ({@link Early}) until the TOCs are in; then the load binds the index and goes on from those frames and the rest of
+   * the same response.
    */
-  private Outcome loadEarly(Descriptor blob, ImageManifest manifest, LayerIndexes tocs) throws IOException {
+  private Outcome loadEarly(Descriptor blob, ImageManifest manifest, LayerIndexes tocs, long indexEnd)
+      throws IOException {
+    byte[] head;
+    try {
+      head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
+    } catch (IOException e) {
+      Load nothing = newLoad(manifest, tocs, blob);
+      nothing.requests = 1;
+      closeUnannounced(nothing);
+      return outcome(nothing, "stream_failed", "the stream failed: " + e.getMessage(), false);
+    }
+    Optional<Early> early = Early.of(head, cache);
+    if (early.isEmpty() || early.get().nodeHasSome() || !early.get().plausible(blob.size(), limits)) {
+      Load load = newLoad(manifest, tocs, blob);
+      load.requests = 1;
+      String failure = null;
+      String detail = "";
+      try {
+        load.index(head);
+        fetchNeededRuns(load, blob);
+      } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+        throw e;
+      } catch (IOException e) {
+        failure = "stream_failed";
+        detail = "the stream failed: " + e.getMessage();
+      } finally {
+        closeUnannounced(load);
+      }
+      return outcome(load, failure, detail, true);
+    }
+    Layout layout = early.get().layout();
+    long dataStart = layout.dataStart();
     Load[] load = {null};
-    boolean[] incremental = {false};
-    int[] requests = {1};
     String failure = null;
     String detail = "";
     try {
-      client.streamRange(blob.digest(), new ByteRange(0, blob.size()), in -> {
-        try {
-          if (load[0] != null) {
-            // A retried request: read the index again, skip the frames done.
-            load[0].whole(new Progressing(in));
-            return null;
-          }
-          Early early = Early.read(in, manifest, tocs, cache);
+      if (dataStart < blob.size()) {
+        client.streamRange(blob.digest(), ByteRange.between(dataStart, blob.size()), in -> {
           try {
-            load[0] = newLoad(manifest, tocs, blob);
-          } catch (IOException e) {
-            // The TOCs' failure, not the registry's: no retry.
+            if (load[0] != null) {
+              // A retried request: the frames done are skipped.
+              load[0].framesFrom(new Progressing(in), dataStart);
+              return null;
+            }
+            byte[] first = early.get().frames(in, () -> Early.ready(manifest, tocs));
+            try {
+              load[0] = newLoad(manifest, tocs, blob);
+            } catch (IOException e) {
+              // The TOCs' failure, not the registry's: no retry.
+              throw new java.io.UncheckedIOException(e);
+            }
+            load[0].requests = 2;
+            load[0].index(head);
+            load[0].framesFrom(new Progressing(new java.io.SequenceInputStream(
+                new java.io.ByteArrayInputStream(first), in)), dataStart);
+            return null;
+          } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+            // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
             throw new java.io.UncheckedIOException(e);
           }
-          load[0].requests = requests[0];
-          if (early.nodeHasSome()) {
-            incremental[0] = true;
-            load[0].index(early.head());
-          } else {
-            load[0].whole(new Progressing(new java.io.SequenceInputStream(
-                new java.io.ByteArrayInputStream(early.prefix()), in)));
-          }
-          return null;
-        } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
-          // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
-          throw new java.io.UncheckedIOException(e);
-        }
-      });
+        });
+      }
     } catch (java.io.UncheckedIOException e) {
       if (load[0] != null) {
         closeUnannounced(load[0]);
@@ -277,14 +307,18 @@ public final class RuntimeImageStream {
       failure = "stream_failed";
       detail = "the stream failed: " + e.getMessage();
     }
-    if (load[0] == null) {
-      // The request failed before the TOCs were awaited: the runtime image brings nothing, once they are in.
-      Load nothing = newLoad(manifest, tocs, blob);
-      delivery.announced();
-      nothing.scratch.close();
-      return outcome(nothing, failure, detail, false);
-    }
     Load l = load[0];
+    if (l == null) {
+      // The frames' request failed before the TOCs were awaited (or there are no frames): bind the index now.
+      l = newLoad(manifest, tocs, blob);
+      l.requests = dataStart < blob.size() ? 2 : 1;
+      try {
+        l.index(head);
+      } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+        closeUnannounced(l);
+        throw e;
+      }
+    }
     try {
       if (failure == null) {
         fetchNeededRuns(l, blob);
@@ -295,14 +329,12 @@ public final class RuntimeImageStream {
       failure = "stream_failed";
       detail = "the stream failed: " + e.getMessage();
     } finally {
-      delivery.announced();
-      l.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
-      l.scratch.close();
+      closeUnannounced(l);
     }
-    return outcome(l, failure, detail, incremental[0]);
+    return outcome(l, failure, detail, false);
   }
 
-  /** Ends a load refused before its stream: what it reserved is given up. */
+  /** Ends a load: whatever it reserved and did not bring is given up, and readers are told all is announced. */
   private void closeUnannounced(Load load) {
     delivery.announced();
     load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
@@ -324,11 +356,11 @@ public final class RuntimeImageStream {
         load.headroom);
   }
 
-  /** Where the annotation says the index ends, if that lies within the blob and the index's bound. */
-  private static long indexEnd(Descriptor blob, RuntimeImageBounds bounds) {
+  /** Where the annotation says the index ends, if that lies within the blob and {@code bound}. */
+  private static long indexEnd(Descriptor blob, long bound) {
     try {
       long end = Long.parseLong(blob.annotations().getOrDefault(RuntimeImageArtifact.INDEX_END, "0"));
-      if (end > RuntimeImageFormat.HEADER_SIZE && end <= blob.size() && end <= bounds.indexEnd()) {
+      if (end > RuntimeImageFormat.HEADER_SIZE && end <= blob.size() && end <= bound) {
         return end;
       }
     } catch (NumberFormatException ignored) {
@@ -338,27 +370,16 @@ public final class RuntimeImageStream {
   }
 
   /**
-   * What a runtime image's response brought before the image's TOCs were in: its first bytes as they came (the
-   * header, the index when it is small enough to read unbound, then whole frames that carry extents, up to
-   * {@link #EARLY_BYTES}), read until the TOCs are in. Nothing here is trusted: the index is parsed only to know
-   * where frames end and whether the node has any of the content it names, and everything is read again, checked
-   * and bound, from {@code prefix} once the TOCs are in.
+   * A runtime image's index as read before the image's TOCs were in, to know where its frames end and whether the
+   * node has any of the content it names. Nothing here is trusted: once the TOCs are in, the index is read again from
+   * the same bytes, checked against their bounds and bound to them, and every frame held here is decoded and verified
+   * as if it had just arrived.
    *
-   * @param prefix the response's first bytes
-   * @param head the header and the index, when the index was read
-   * @param nodeHasSome whether the index names content the page cache holds (then the rest is fetched by range)
+   * @param nodeHasSome whether the index names content the page cache holds (then only what it lacks is fetched)
    */
-  private record Early(byte[] prefix, byte[] head, boolean nodeHasSome) {
-    static Early read(InputStream in, ImageManifest manifest, LayerIndexes tocs, PageCache cache) throws IOException {
-      java.io.ByteArrayOutputStream prefix = new java.io.ByteArrayOutputStream();
-      byte[] header = readExactly(in, RuntimeImageFormat.HEADER_SIZE, "the header");
-      prefix.write(header);
-      int indexLength = RuntimeImageFormat.indexLength(header);
-      if (indexLength > EARLY_INDEX_BYTES) {
-        return new Early(prefix.toByteArray(), null, false);
-      }
-      prefix.write(readExactly(in, indexLength, "the index"));
-      byte[] head = prefix.toByteArray();
+  private record Early(Layout layout, List<List<int[]>> byFrame, boolean nodeHasSome) {
+    /** The index in {@code head}, if it is one of at most {@link #EARLY_INDEX_BYTES}; else it waits for the TOCs. */
+    static Optional<Early> of(byte[] head, PageCache cache) {
       Layout layout;
       List<List<int[]>> byFrame;
       try {
@@ -366,33 +387,59 @@ public final class RuntimeImageStream {
         byFrame = RuntimeImageDecoder.extentsByFrame(layout.index());
       } catch (RuntimeImageFormatException | RuntimeException e) {
         // Judged once the TOCs set its bounds.
-        return new Early(head, null, false);
+        return Optional.empty();
       }
       for (LayerExtents l : layout.index().layers()) {
         for (Extent e : l.extents()) {
           if (cache.contains(e.digest())) {
-            return new Early(head, head, true);
+            return Optional.of(new Early(layout, byFrame, true));
           }
         }
       }
+      return Optional.of(new Early(layout, byFrame, false));
+    }
+
+    /**
+     * The frames {@code in} (positioned at the first) brings until {@code ready}: whole frames that carry extents, in
+     * order, at most {@link #EARLY_BYTES} in all.
+     */
+    byte[] frames(InputStream in, java.util.function.BooleanSupplier ready) throws IOException {
+      java.io.ByteArrayOutputStream held = new java.io.ByteArrayOutputStream();
       long position = layout.dataStart();
-      for (int f = 0; f < byFrame.size() && !ready(manifest, tocs); f++) {
+      for (int f = 0; f < byFrame.size() && !ready.getAsBoolean(); f++) {
         Frame frame = layout.index().frames().get(f);
         if (byFrame.get(f).isEmpty() || frame.length() <= 0 || layout.frameStart(f) != position
-            || prefix.size() + (long) frame.length() > EARLY_BYTES) {
+            || held.size() + (long) frame.length() > EARLY_BYTES) {
           break;
         }
         byte[] bytes = in.readNBytes(frame.length());
-        prefix.write(bytes);
+        held.write(bytes);
         if (bytes.length != frame.length()) {
           break; // the response ended early: the load reads that again, and says so
         }
         position += frame.length();
       }
-      return new Early(prefix.toByteArray(), head, false);
+      return held.toByteArray();
     }
 
-    private static boolean ready(ImageManifest manifest, LayerIndexes tocs) {
+    /**
+     * Whether the frames are worth requesting before the TOCs are in: the blob is as long as its index describes and
+     * no frame holds more than the extents it carries, which the bounds would refuse once the TOCs are in (what needs
+     * the TOCs, the index's size and the working set, is checked then).
+     */
+    boolean plausible(long blobSize, Limits limits) {
+      if (blobSize != layout.blobSize()) {
+        return false;
+      }
+      try {
+        RuntimeImageBounds.checkFrames(layout.index(), byFrame, limits);
+        return true;
+      } catch (RuntimeImageLimitException e) {
+        return false;
+      }
+    }
+
+    static boolean ready(ImageManifest manifest, LayerIndexes tocs) {
       return manifest.layers().stream().allMatch(d -> tocs.ready(d.digest()));
     }
   }
@@ -509,6 +556,18 @@ public final class RuntimeImageStream {
       begin(RuntimeImageFormat.readIndex(head, bounds.indexBytes()));
     }
 
+    /**
+     * The frames from a stream positioned at blob offset {@code at} (the first frame's start), as far as frames are
+     * needed without a gap; the rest comes by range.
+     */
+    void framesFrom(InputStream in, long at) throws IOException {
+      int to = 0;
+      while (to < needed.length && needed[to]) {
+        to++;
+      }
+      frames(in, at, 0, to);
+    }
+
     /** Consecutive needed frames not done yet, as [from, to) frame ranges. */
     List<int[]> neededRuns() {
       List<int[]> runs = new ArrayList<>();
@@ -541,11 +600,7 @@ public final class RuntimeImageStream {
       byte[] index = readExactly(in, indexLength, "the index");
       System.arraycopy(index, 0, head, header.length, indexLength);
       begin(RuntimeImageFormat.readIndex(head, bounds.indexBytes()));
-      int to = 0;
-      while (to < needed.length && needed[to]) {
-        to++;
-      }
-      frames(in, layout.dataStart(), 0, to);
+      framesFrom(in, layout.dataStart());
     }
 
     /** Frames {@code [from, to)} from a stream positioned at blob offset {@code at}. */

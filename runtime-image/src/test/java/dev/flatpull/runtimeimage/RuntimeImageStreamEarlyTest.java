@@ -45,6 +45,12 @@ class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
     };
   }
 
+  /** Its head (header and index), then its frames, both before the TOCs are in. */
+  @Override
+  int freshNodeRequests() {
+    return 2;
+  }
+
   @Test
   void theBlobIsRequestedBeforeTheTocsAreIn_andNothingIsReservedUntilTheyBindIt() throws Exception {
     PageCache cache = cache("before-tocs");
@@ -59,10 +65,10 @@ class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
         if (!in) {
           // The TOC arrives only once the blob was asked for (or never, and the test fails).
           long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-          while (blobRequests().isEmpty() && System.nanoTime() < deadline) {
+          while (blobRequests().size() < 2 && System.nanoTime() < deadline) {
             Thread.onSpinWait();
           }
-          blobAskedBeforeTocs.set(!blobRequests().isEmpty());
+          blobAskedBeforeTocs.set(blobRequests().size() == 2);
           Extent first = layout.index().layers().get(0).extents().get(0);
           Optional<dev.flatpull.pagecache.Reservation> r = cache.reserve(first.digest());
           // Free to reserve: the stream reserved nothing before its TOCs were in.
@@ -82,17 +88,39 @@ class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
     RuntimeImageStream.Outcome o = new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
         (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE, Limits.DEFAULTS)
         .load(artifact, image.manifest, late);
-    assertTrue(blobAskedBeforeTocs.get(), "the blob was asked for before the TOCs were in: " + registry.log);
+    assertTrue(blobAskedBeforeTocs.get(), "the blob's head and frames were asked for before the TOCs were in: "
+        + registry.log);
     assertFalse(reservedBeforeTocs.get(), "nothing reserved before the TOCs bound the runtime image");
     assertEquals(Optional.empty(), o.failure(), o.detail());
-    assertEquals(1, o.requests(), registry.log.toString());
+    assertEquals(2, o.requests(), registry.log.toString());
+    List<String> blobs = blobRequests();
+    assertTrue(blobs.get(0).endsWith("bytes=0-" + (layout.dataStart() - 1)), "the head first: " + blobs);
+    assertTrue(blobs.get(1).endsWith("bytes=" + layout.dataStart() + "-" + (built.blob().length - 1)),
+        "then every frame: " + blobs);
+    assertEquals(built.blob().length, registry.blobBytesSent.get());
     assertEquals(o.contents(), o.delivered());
     assertCacheHoldsTheImagesBytes(cache, true);
   }
 
+  /** A blob longer than its index describes is refused once the TOCs are in; its frames are never asked for. */
+  @Override
+  @Test
+  void blobLongerThanItsIndexPromises_isRefusedAfterTheIndex_theRestIsNeverRead() throws Exception {
+    super.blobLongerThanItsIndexPromises_isRefusedAfterTheIndex_theRestIsNeverRead();
+    assertEquals(1, blobRequests().size(), "only the head: " + blobRequests());
+  }
+
+  /** A frame holding more than its extents is refused; the frames are not asked for before the TOCs either. */
+  @Override
+  @Test
+  void frameHoldingMoreThanItsExtents_isRefused() throws Exception {
+    super.frameHoldingMoreThanItsExtents_isRefused();
+    assertEquals(1, blobRequests().size(), "only the head: " + blobRequests());
+  }
+
   /**
-   * The index names content the node has: the response is left after the index, and only the frames holding what
-   * the node lacks are fetched, by range (the index is not asked for twice).
+   * The index names content the node has: after the head, only the frames holding what the node lacks are fetched,
+   * by range, once the TOCs are in.
    */
   @Override
   @Test
@@ -117,9 +145,11 @@ class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
     assertEquals(inFrame0, o.reused());
     assertEquals(o.contents() - inFrame0, o.delivered());
     List<String> blobs = blobRequests();
-    assertEquals(2, blobs.size(), "the whole blob (left after its index), then frames 1.. by range: " + blobs);
+    assertEquals(2, blobs.size(), "the head, then frames 1.. by range: " + blobs);
+    assertTrue(blobs.get(0).endsWith("bytes=0-" + (layout.dataStart() - 1)), blobs.toString());
     assertTrue(blobs.get(1).endsWith("bytes=" + layout.frameStart(1) + "-" + (built.blob().length - 1)), blobs
         .toString());
+    assertEquals(layout.dataStart() + built.blob().length - layout.frameStart(1), registry.blobBytesSent.get());
     assertCacheHoldsTheImagesBytes(cache, true);
   }
 }
