@@ -172,21 +172,8 @@ public final class RuntimeImageFormat {
    */
   public static Layout readIndex(byte[] head, long maxIndexBytes) throws RuntimeImageFormatException {
     int indexLength = indexLength(head);
-    if (head.length < HEADER_SIZE + (long) indexLength) {
-      throw new RuntimeImageFormatException("byte " + head.length + ": truncated inside the index (it ends at byte "
-          + (HEADER_SIZE + (long) indexLength) + ")");
-    }
+    long size = checkIndexSize(head, maxIndexBytes);
     byte[] compressed = Arrays.copyOfRange(head, HEADER_SIZE, HEADER_SIZE + indexLength);
-    long size = Zstd.getFrameContentSize(compressed);
-    if (size <= 0 || size > MAX_INDEX_BYTES) {
-      throw new RuntimeImageFormatException("byte " + HEADER_SIZE + ": the index is not a zstd frame of a known size"
-          + " within " + MAX_INDEX_BYTES + " bytes (" + size + ")");
-    }
-    if (size > maxIndexBytes) {
-      throw new RuntimeImageLimitException("index_size", "byte " + HEADER_SIZE + ": the index announces " + size
-          + " bytes decompressed, more than the " + maxIndexBytes + " an index of this image's TOCs can need"
-          + " ([runtime_image] index_bytes_per_extent)");
-    }
     byte[] json;
     try {
       json = Zstd.decompress(compressed, (int) size);
@@ -208,6 +195,32 @@ public final class RuntimeImageFormat {
           + (e instanceof JsonProcessingException j ? j.getOriginalMessage() : e.getMessage()), e);
     }
     return new Layout(fromJson(root), indexLength);
+  }
+
+  /**
+   * The decompressed size the index in {@code head} announces, refused when above {@code maxIndexBytes} (before
+   * anything is decompressed) or when {@code head} does not hold the whole index.
+   *
+   * @throws RuntimeImageLimitException when the index is larger than {@code maxIndexBytes}
+   * @throws RuntimeImageFormatException when it is truncated or not a zstd frame of a known size
+   */
+  public static long checkIndexSize(byte[] head, long maxIndexBytes) throws RuntimeImageFormatException {
+    int indexLength = indexLength(head);
+    if (head.length < HEADER_SIZE + (long) indexLength) {
+      throw new RuntimeImageFormatException("byte " + head.length + ": truncated inside the index (it ends at byte "
+          + (HEADER_SIZE + (long) indexLength) + ")");
+    }
+    long size = Zstd.getFrameContentSize(head, HEADER_SIZE, indexLength);
+    if (size <= 0 || size > MAX_INDEX_BYTES) {
+      throw new RuntimeImageFormatException("byte " + HEADER_SIZE + ": the index is not a zstd frame of a known size"
+          + " within " + MAX_INDEX_BYTES + " bytes (" + size + ")");
+    }
+    if (size > maxIndexBytes) {
+      throw new RuntimeImageLimitException("index_size", "byte " + HEADER_SIZE + ": the index announces " + size
+          + " bytes decompressed, more than the " + maxIndexBytes + " an index of this image's TOCs can need"
+          + " ([runtime_image] index_bytes_per_extent)");
+    }
+    return size;
   }
 
   /** Reads a whole blob's index and checks that the blob holds exactly its frames. */

@@ -153,9 +153,7 @@ public final class RuntimeImageStream {
     }
     Load load = newLoad(manifest, tocs, blob);
     boolean incremental = holdsAny(load.layers.values());
-    String failure = null;
-    String detail = "";
-    try {
+    return finish(load, blob, incremental, null, () -> {
       if (!incremental) {
         load.requests++;
         client.streamRange(blob.digest(), new ByteRange(0, blob.size()), in -> {
@@ -179,7 +177,32 @@ public final class RuntimeImageStream {
         }
         load.begin(RuntimeImageFormat.readIndex(head, load.bounds.indexBytes()));
       }
-      fetchNeededRuns(load, blob);
+    });
+  }
+
+  /** A step of a load that may fail as the registry does ({@link IOException}) or as the runtime image does. */
+  @FunctionalInterface
+  private interface Step {
+    void run() throws IOException;
+  }
+
+  /**
+   * Runs {@code first}, then fetches the frames still needed, and ends the load: what it reserved and did not bring
+   * is given up. A transport failure (in {@code first}, the runs, or before, as {@code failedWith} says) ends it as
+   * {@code stream_failed} with what came; a malformed or mismatched runtime image is thrown.
+   */
+  private Outcome finish(Load load, Descriptor blob, boolean incremental, String failedWith, Step first)
+      throws IOException {
+    String failure = null;
+    String detail = "";
+    try {
+      first.run();
+      if (failedWith == null) {
+        fetchNeededRuns(load, blob);
+      } else {
+        failure = "stream_failed";
+        detail = "the stream failed: " + failedWith;
+      }
     } catch (java.io.UncheckedIOException e) {
       throw e.getCause();
     } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
@@ -188,9 +211,7 @@ public final class RuntimeImageStream {
       failure = "stream_failed";
       detail = "the stream failed: " + e.getMessage();
     } finally {
-      delivery.announced();
-      load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
-      load.scratch.close();
+      end(load);
     }
     return outcome(load, failure, detail, incremental);
   }
@@ -244,33 +265,17 @@ public final class RuntimeImageStream {
     } catch (IOException e) {
       Load nothing = newLoad(manifest, tocs, blob);
       nothing.requests = 1;
-      closeUnannounced(nothing);
-      return outcome(nothing, "stream_failed", "the stream failed: " + e.getMessage(), false);
+      return finish(nothing, blob, false, e.getMessage(), () -> {});
     }
     Optional<Early> early = Early.of(head, cache);
     if (early.isEmpty() || early.get().nodeHasSome() || !early.get().plausible(blob.size(), limits)) {
       Load load = newLoad(manifest, tocs, blob);
       load.requests = 1;
-      String failure = null;
-      String detail = "";
-      try {
-        load.index(head);
-        fetchNeededRuns(load, blob);
-      } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
-        throw e;
-      } catch (IOException e) {
-        failure = "stream_failed";
-        detail = "the stream failed: " + e.getMessage();
-      } finally {
-        closeUnannounced(load);
-      }
-      return outcome(load, failure, detail, true);
+      return finish(load, blob, true, null, () -> load.index(head));
     }
-    Layout layout = early.get().layout();
-    long dataStart = layout.dataStart();
+    long dataStart = early.get().layout().dataStart();
     Load[] load = {null};
-    String failure = null;
-    String detail = "";
+    String failedWith = null;
     try {
       if (dataStart < blob.size()) {
         client.streamRange(blob.digest(), ByteRange.between(dataStart, blob.size()), in -> {
@@ -288,7 +293,7 @@ public final class RuntimeImageStream {
               throw new java.io.UncheckedIOException(e);
             }
             load[0].requests = 2;
-            load[0].index(head);
+            load[0].index(head, Optional.of(early.get().layout()));
             load[0].framesFrom(new Progressing(new java.io.SequenceInputStream(
                 new java.io.ByteArrayInputStream(first), in)), dataStart);
             return null;
@@ -300,42 +305,24 @@ public final class RuntimeImageStream {
       }
     } catch (java.io.UncheckedIOException e) {
       if (load[0] != null) {
-        closeUnannounced(load[0]);
+        end(load[0]);
       }
       throw e.getCause();
     } catch (IOException e) {
-      failure = "stream_failed";
-      detail = "the stream failed: " + e.getMessage();
+      failedWith = e.getMessage();
     }
-    Load l = load[0];
-    if (l == null) {
-      // The frames' request failed before the TOCs were awaited (or there are no frames): bind the index now.
-      l = newLoad(manifest, tocs, blob);
-      l.requests = dataStart < blob.size() ? 2 : 1;
-      try {
-        l.index(head);
-      } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
-        closeUnannounced(l);
-        throw e;
-      }
+    if (load[0] != null) {
+      return finish(load[0], blob, false, failedWith, () -> {});
     }
-    try {
-      if (failure == null) {
-        fetchNeededRuns(l, blob);
-      }
-    } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
-      throw e;
-    } catch (IOException e) {
-      failure = "stream_failed";
-      detail = "the stream failed: " + e.getMessage();
-    } finally {
-      closeUnannounced(l);
-    }
-    return outcome(l, failure, detail, false);
+    // The frames' request failed before the TOCs were awaited (or there are no frames): the index is bound now, and
+    // what it reserves is given up as not arrived.
+    Load bound = newLoad(manifest, tocs, blob);
+    bound.requests = dataStart < blob.size() ? 2 : 1;
+    return finish(bound, blob, false, failedWith, () -> bound.index(head, Optional.of(early.get().layout())));
   }
 
   /** Ends a load: whatever it reserved and did not bring is given up, and readers are told all is announced. */
-  private void closeUnannounced(Load load) {
+  private void end(Load load) {
     delivery.announced();
     load.giveUpAll(RejectionKind.MISSING_FRAME, "did not arrive");
     load.scratch.close();
@@ -552,8 +539,21 @@ public final class RuntimeImageStream {
 
     /** Binds the index {@code head} holds (header and index, read before the TOCs were in). */
     void index(byte[] head) throws IOException {
+      index(head, Optional.empty());
+    }
+
+    /**
+     * The same, with the index as it was read from {@code head} before the TOCs were in (under a looser bound): held to
+     * the TOCs' bounds on its stored and decompressed size, it is not parsed again.
+     */
+    void index(byte[] head, Optional<Layout> read) throws IOException {
       bounds.checkIndexLength(RuntimeImageFormat.indexLength(head));
-      begin(RuntimeImageFormat.readIndex(head, bounds.indexBytes()));
+      if (read.isPresent()) {
+        RuntimeImageFormat.checkIndexSize(head, bounds.indexBytes());
+        begin(read.get());
+      } else {
+        begin(RuntimeImageFormat.readIndex(head, bounds.indexBytes()));
+      }
     }
 
     /**
