@@ -271,7 +271,7 @@ public final class RuntimeImageStream {
     if (early.isEmpty() || early.get().nodeHasSome() || !early.get().plausible(blob.size(), limits)) {
       Load load = newLoad(manifest, tocs, blob);
       load.requests = 1;
-      return finish(load, blob, true, null, () -> load.index(head));
+      return finish(load, blob, true, null, () -> load.index(head, early.map(Early::layout)));
     }
     long dataStart = early.get().layout().dataStart();
     Load[] load = {null};
@@ -358,9 +358,9 @@ public final class RuntimeImageStream {
 
   /**
    * A runtime image's index as read before the image's TOCs were in, to know where its frames end and whether the
-   * node has any of the content it names. Nothing here is trusted: once the TOCs are in, the index is read again from
-   * the same bytes, checked against their bounds and bound to them, and every frame held here is decoded and verified
-   * as if it had just arrived.
+   * node has any of the content it names. Nothing here is trusted: once the TOCs are in, the index is held to their
+   * bounds (its stored and decompressed size) and bound to them, and every frame held here is decoded and verified as
+   * if it had just arrived.
    *
    * @param nodeHasSome whether the index names content the page cache holds (then only what it lacks is fetched)
    */
