@@ -133,6 +133,28 @@ public final class Digest {
     return new Digest(a, b);
   }
 
+  /** The digest's raw bytes, as {@link #ofRaw} takes them (a copy). */
+  public byte[] raw() {
+    return bytes.clone();
+  }
+
+  /**
+   * A digest from its raw bytes, as {@link #raw} gives them (a binary file's encoding of it).
+   *
+   * @throws IllegalArgumentException when the length is not the algorithm's
+   */
+  public static Digest ofRaw(String algorithm, byte[] raw) {
+    int length = switch (algorithm) {
+      case "sha256" -> 32;
+      case "sha512" -> 64;
+      default -> throw new IllegalArgumentException("unsupported digest algorithm '" + algorithm + "'");
+    };
+    if (raw.length != length) {
+      throw new IllegalArgumentException(algorithm + " digest of " + raw.length + " bytes");
+    }
+    return new Digest(length == 32 ? "sha256" : "sha512", raw.clone());
+  }
+
   /** A fresh {@link MessageDigest} of this digest's algorithm, to check content against it. */
   public MessageDigest newMessageDigest() {
     return newMessageDigest(algorithm);

@@ -247,7 +247,23 @@ public final class LayerServer implements AutoCloseable {
 
   private LayerOpener opener(ImageReference ref) {
     return new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), threads.decoders(),
-        threads.transfers());
+        threads.transfers()).keepingIndexes(cache.namedFiles(), this::whenQuiet);
+  }
+
+  /**
+   * Runs {@code work} on the spares' thread once reads are quiet: work a start does not wait for (writing a layer's
+   * index file), which must not take a core from the start.
+   */
+  private void whenQuiet(Runnable work) {
+    threads.spares().execute(() -> {
+      try {
+        activity.awaitIdle();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+      work.run();
+    });
   }
 
   /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */
@@ -348,8 +364,20 @@ public final class LayerServer implements AutoCloseable {
     };
   }
 
-  /** Unmounts {@code mountPoint} (lazily: open files keep working until closed). Unknown mount points are fine. */
+  /**
+   * Unmounts {@code mountPoint} (lazily: open files keep working until closed) for a layer that is removed from the
+   * node: its kept index file goes with it unless another mount serves the same layer. Unknown mount points are fine.
+   */
   public void unmount(Path mountPoint) throws IOException {
+    unmount(mountPoint, true);
+  }
+
+  /**
+   * Unmounts {@code mountPoint}.
+   *
+   * @param layerRemoved whether the layer leaves the node (its index file is removed) or may be mounted again (kept)
+   */
+  public void unmount(Path mountPoint, boolean layerRemoved) throws IOException {
     Path key = mountPoint.toAbsolutePath().normalize();
     Served s = served.remove(key);
     if (s == null) {
@@ -361,6 +389,13 @@ public final class LayerServer implements AutoCloseable {
     s.prefetchers().forEach(LayerPrefetcher::stop);
     s.readahead().restore();
     s.mount().close();
+    if (layerRemoved && served.values().stream().noneMatch(o -> o.layer().digest().equals(s.layer().digest()))) {
+      try {
+        dev.flatpull.fetcher.layer.KeptIndexes.forget(cache.namedFiles(), s.layer());
+      } catch (IOException | RuntimeException e) {
+        LOG.warning("removing the index file of layer " + s.layer().digest() + " failed: " + e);
+      }
+    }
     // The image's session ends with its last served layer: a later start of it looks for its runtime image again.
     s.image().ifPresent(d -> {
       if (served.values().stream().noneMatch(o -> o.image().equals(Optional.of(d)))) {

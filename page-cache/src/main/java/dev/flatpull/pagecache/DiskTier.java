@@ -1,6 +1,7 @@
 package dev.flatpull.pagecache;
 
 import dev.flatpull.core.Digest;
+import dev.flatpull.core.NamedFiles;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -31,14 +32,22 @@ import java.util.concurrent.atomic.LongAdder;
  * left short), so an entry the disk lost costs a fetch, never a wrong byte, and an fsync per chunk (hundreds in a cold
  * start, each a journal commit while the service reads the same disk) would buy nothing. Least recently used entries
  * are evicted beyond the budget. Thread-safe.
+ *
+ * <p>Files kept under names of their own ({@link NamedFiles}: derived data such as a layer's parsed index) live under
+ * {@code DIR/named/NAME}, written and renamed the same way, and count in the same budget and recency order.
  */
-final class DiskTier {
+final class DiskTier implements NamedFiles {
   private record Entry(long size, long lastUsed) {}
 
+  // A named file's name: one path component, nothing the directory could be escaped or hidden with.
+  private static final java.util.regex.Pattern NAME = java.util.regex.Pattern.compile("[a-z0-9][a-z0-9._-]{0,199}");
+
   private final Path blobs;
+  private final Path named;
   private final Path tmp;
   private final long budget;
   private final Map<Digest, Entry> index = new ConcurrentHashMap<>();
+  private final Map<String, Entry> namedIndex = new ConcurrentHashMap<>();
   private final AtomicLong bytes = new AtomicLong();
   private final AtomicLong clock = new AtomicLong();
   final LongAdder corrupt = new LongAdder();
@@ -46,11 +55,13 @@ final class DiskTier {
 
   DiskTier(Path dir, long budget) throws IOException {
     this.blobs = dir.resolve("sha256");
+    this.named = dir.resolve("named");
     this.tmp = dir.resolve("tmp");
     this.budget = budget;
     // 0700 and entries 0600: a file the image makes 0600 must not be readable from the cache by another user.
     dev.flatpull.core.OwnerOnly.directory(dir);
     dev.flatpull.core.OwnerOnly.directory(blobs);
+    dev.flatpull.core.OwnerOnly.directory(named);
     dev.flatpull.core.OwnerOnly.directory(tmp);
     try (DirectoryStream<Path> leftovers = Files.newDirectoryStream(tmp)) {
       for (Path p : leftovers) {
@@ -72,6 +83,75 @@ final class DiskTier {
       long size = Files.size(p);
       index.put(d, new Entry(size, clock.incrementAndGet()));
       bytes.addAndGet(size);
+    }
+    List<Path> namedFound = new ArrayList<>();
+    try (DirectoryStream<Path> files = Files.newDirectoryStream(named)) {
+      files.forEach(namedFound::add);
+    }
+    namedFound.sort(Comparator.comparingLong(DiskTier::mtime));
+    for (Path p : namedFound) {
+      String name = p.getFileName().toString();
+      if (!NAME.matcher(name).matches() || !Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        Files.deleteIfExists(p);
+        continue;
+      }
+      long size = Files.size(p);
+      namedIndex.put(name, new Entry(size, clock.incrementAndGet()));
+      bytes.addAndGet(size);
+    }
+  }
+
+  private Path namedPath(String name) {
+    if (!NAME.matcher(name).matches()) {
+      throw new IllegalArgumentException("not a name for a kept file: '" + name + "'");
+    }
+    return named.resolve(name);
+  }
+
+  @Override
+  public Optional<Path> find(String name) {
+    Path p = namedPath(name);
+    if (namedIndex.computeIfPresent(name, (k, e) -> new Entry(e.size, clock.incrementAndGet())) == null) {
+      return Optional.empty();
+    }
+    if (!Files.exists(p)) {
+      forgetNamed(name);
+      return Optional.empty();
+    }
+    return Optional.of(p);
+  }
+
+  @Override
+  public void keep(String name, Writer writer) throws IOException {
+    Path target = namedPath(name);
+    Path temp = tmp.resolve(name + "." + Long.toHexString(ThreadLocalRandom.current().nextLong()));
+    try {
+      try (FileChannel ch = FileChannel.open(temp, java.util.Set.of(StandardOpenOption.CREATE_NEW,
+          StandardOpenOption.READ, StandardOpenOption.WRITE), dev.flatpull.core.OwnerOnly.file())) {
+        writer.write(ch);
+      }
+      long size = Files.size(temp);
+      synchronized (this) {
+        Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        Entry old = namedIndex.put(name, new Entry(size, clock.incrementAndGet()));
+        bytes.addAndGet(size - (old == null ? 0 : old.size));
+      }
+    } finally {
+      Files.deleteIfExists(temp);
+    }
+    evictBeyondBudget();
+  }
+
+  @Override
+  public synchronized void remove(String name) throws IOException {
+    Files.deleteIfExists(namedPath(name));
+    forgetNamed(name);
+  }
+
+  private void forgetNamed(String name) {
+    Entry e = namedIndex.remove(name);
+    if (e != null) {
+      bytes.addAndGet(-e.size);
     }
   }
 
@@ -167,27 +247,43 @@ final class DiskTier {
       }
       // Evict down to 90% so that eviction does not run on every insert at the limit.
       long target = budget - budget / 10;
-      List<Map.Entry<Digest, Entry>> byAge = new ArrayList<>(index.entrySet());
+      // Content and named files in one recency order: the budget is the node's disk, whatever fills it.
+      List<Map.Entry<?, Entry>> byAge = new ArrayList<>();
+      byAge.addAll(index.entrySet());
+      byAge.addAll(namedIndex.entrySet());
       byAge.sort(Comparator.comparingLong(e -> e.getValue().lastUsed));
-      for (Map.Entry<Digest, Entry> e : byAge) {
+      for (Map.Entry<?, Entry> e : byAge) {
         if (bytes.get() <= target) {
           break;
         }
         try {
-          Files.deleteIfExists(path(e.getKey()));
+          if (e.getKey() instanceof Digest d) {
+            Files.deleteIfExists(path(d));
+            forget(d);
+          } else {
+            String name = (String) e.getKey();
+            Files.deleteIfExists(named.resolve(name));
+            forgetNamed(name);
+          }
         } catch (IOException ex) {
           throw new UncheckedIOException(ex);
         }
-        forget(e.getKey());
         evictions.increment();
       }
     }
   }
 
-  /** Deletes every entry; returns how many and their bytes. */
+  /** Deletes every entry and named file; returns how many entries and the bytes of both. */
   synchronized long[] clear() throws IOException {
     long entries = 0;
     long freed = 0;
+    for (Map.Entry<String, Entry> e : new ArrayList<>(namedIndex.entrySet())) {
+      Files.deleteIfExists(named.resolve(e.getKey()));
+      if (namedIndex.remove(e.getKey(), e.getValue())) {
+        bytes.addAndGet(-e.getValue().size);
+        freed += e.getValue().size;
+      }
+    }
     for (Map.Entry<Digest, Entry> e : new ArrayList<>(index.entrySet())) {
       Files.deleteIfExists(path(e.getKey()));
       if (index.remove(e.getKey(), e.getValue())) {
@@ -199,10 +295,12 @@ final class DiskTier {
     return new long[] {entries, freed};
   }
 
+  /** Content entries (named files not counted). */
   long entries() {
     return index.size();
   }
 
+  /** Bytes of content and named files. */
   long bytes() {
     return bytes.get();
   }

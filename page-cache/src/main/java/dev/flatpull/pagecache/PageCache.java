@@ -95,6 +95,11 @@ public final class PageCache implements AutoCloseable {
         WRITE_BEHIND_BYTES, writerThread());
   }
 
+  /** Files kept beside the content, in the disk tier's budget (a layer's parsed index). */
+  public dev.flatpull.core.NamedFiles namedFiles() {
+    return disk;
+  }
+
   /** At most this many bytes wait for their disk write at any time. */
   public static final int WRITE_BEHIND_BYTES = 64 << 20;
 

@@ -233,6 +233,61 @@ class PageCacheTest {
     assertTrue(cache.get(Digest.sha256(all.get(19))).isPresent());
   }
 
+  private static void keep(PageCache cache, String name, byte[] content) throws IOException {
+    cache.namedFiles().keep(name, ch -> ch.write(java.nio.ByteBuffer.wrap(content)));
+  }
+
+  @Test
+  void namedFiles_countInTheDiskBudget_evictedWithContentByRecency_andFoundAfterRestart() throws IOException {
+    PageCache cache = open(0, 1_000_000, Duration.ofSeconds(1));
+    keep(cache, "layer-index-a", new byte[300_000]);
+    assertEquals(300_000, cache.stats().diskBytes(), "a kept file counts in the disk's bytes");
+    for (int i = 0; i < 20; i++) {
+      byte[] b = bytes(100_000);
+      cache.put(Digest.sha256(b), b);
+      assertTrue(cache.namedFiles().find("layer-index-a").isPresent(), "a file found recently survives (round " + i + ")");
+    }
+    assertTrue(cache.stats().diskBytes() <= 1_000_000, "within budget: " + cache.stats().diskBytes());
+    keep(cache, "layer-index-b", new byte[200_000]);
+    for (int i = 0; i < 10; i++) {
+      byte[] b = bytes(100_000);
+      cache.put(Digest.sha256(b), b);
+      assertTrue(cache.namedFiles().find("layer-index-a").isPresent(), "still found, still kept (round " + i + ")");
+    }
+    assertEquals(Optional.empty(), cache.namedFiles().find("layer-index-b"), "one not found since is evicted");
+    assertTrue(cache.stats().diskBytes() <= 1_000_000, "within budget: " + cache.stats().diskBytes());
+    cache.close();
+    opened.remove(cache);
+
+    PageCache again = open(0, 1_000_000, Duration.ofSeconds(1));
+    Path a = again.namedFiles().find("layer-index-a").orElseThrow();
+    assertArrayEquals(new byte[300_000], Files.readAllBytes(a), "kept across a restart");
+    assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(a)));
+    again.namedFiles().remove("layer-index-a");
+    assertEquals(Optional.empty(), again.namedFiles().find("layer-index-a"));
+    assertFalse(Files.exists(a));
+  }
+
+  @Test
+  void namedFiles_replacedWhole_andNamesThatLeaveTheirDirectoryRefused() throws IOException {
+    PageCache cache = open();
+    keep(cache, "x", new byte[1000]);
+    keep(cache, "x", new byte[10]);
+    assertEquals(10, Files.size(cache.namedFiles().find("x").orElseThrow()));
+    assertEquals(10, cache.stats().diskBytes(), "the replaced file's bytes are not counted twice");
+    assertThrows(IOException.class, () -> cache.namedFiles().keep("y", ch -> {
+      ch.write(java.nio.ByteBuffer.wrap(new byte[50]));
+      throw new IOException("disk full");
+    }));
+    assertEquals(Optional.empty(), cache.namedFiles().find("y"), "a file whose writing failed is not kept");
+    assertEquals(0, Files.list(dir.resolve("tmp")).count(), "nor left half-written");
+    for (String bad : List.of("../escape", "a/b", ".hidden", "", "UPPER")) {
+      assertThrows(IllegalArgumentException.class, () -> cache.namedFiles().find(bad), bad);
+    }
+    assertEquals(10, cache.empty().diskBytes(), "emptying the cache removes kept files too");
+    assertEquals(Optional.empty(), cache.namedFiles().find("x"));
+  }
+
   @Test
   void getOrLoad_concurrentMisses_runOneLoader() throws Exception {
     PageCache cache = open();

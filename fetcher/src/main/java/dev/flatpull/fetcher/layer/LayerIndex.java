@@ -102,6 +102,16 @@ public final class LayerIndex {
     return Optional.of(TarSplit.rebuiltDigest(tarSplit, tarSplitLength, this, content));
   }
 
+  /** The verified tar-split's zstd frame, or null without one (the index file keeps it). */
+  byte[] tarSplitFrame() {
+    return tarSplit;
+  }
+
+  /** The tar-split's decompressed length; 0 without one. */
+  long tarSplitLength() {
+    return tarSplitLength;
+  }
+
   /** The digest a zstd:chunked TOC gives its tar-split ({@code tarSplitDigest}, containers/storage 1.54 and later). */
   Optional<Digest> tarSplitDigest() {
     return tarSplitDigest;

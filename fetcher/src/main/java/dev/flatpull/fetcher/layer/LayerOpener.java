@@ -1,6 +1,7 @@
 package dev.flatpull.fetcher.layer;
 
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.NamedFiles;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import java.io.IOException;
@@ -19,6 +20,7 @@ public final class LayerOpener {
   private final Path workDir;
   private final java.util.concurrent.Executor decoder;
   private final java.util.concurrent.Executor transfers;
+  private final KeptIndexes indexes;
 
   /** Chunks are decoded on the reading thread. */
   public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir) {
@@ -36,19 +38,32 @@ public final class LayerOpener {
    */
   public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder,
       java.util.concurrent.Executor transfers) {
+    this(client, config, workDir, decoder, transfers, new KeptIndexes(NamedFiles.NONE, Runnable::run));
+  }
+
+  private LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder,
+      java.util.concurrent.Executor transfers, KeptIndexes indexes) {
     this.client = client;
     this.config = config;
     this.workDir = workDir;
     this.decoder = decoder;
     this.transfers = transfers;
+    this.indexes = indexes;
+  }
+
+  /**
+   * The same opener, keeping each lazily read layer's index in {@code files} ({@link LayerIndexFile}), written on
+   * {@code writer} after the first open, so that later opens of the layer neither fetch nor parse its TOC.
+   */
+  public LayerOpener keepingIndexes(NamedFiles files, java.util.concurrent.Executor writer) {
+    return new LayerOpener(client, config, workDir, decoder, transfers, new KeptIndexes(files, writer));
   }
 
   public LazyLayer open(Descriptor layer) throws IOException {
     BlobReader remote = BlobReader.of(client, layer.digest());
     long gap = config.registry().coalesceGapBytes();
     return switch (LayerFormat.of(layer)) {
-      case ESTARGZ -> new LazyLayer(trusted(EstargzToc.read(layer, remote, config.limits())), remote, gap, decoder, transfers);
-      case ZSTD_CHUNKED -> new LazyLayer(trusted(ZstdChunkedToc.read(layer, remote, config.limits())), remote, gap, decoder, transfers);
+      case ESTARGZ, ZSTD_CHUNKED -> new LazyLayer(trusted(indexes.open(layer, remote, config.limits())), remote, gap, decoder, transfers);
       case PLAIN -> {
         Files.createDirectories(workDir);
         Path blob = workDir.resolve(layer.digest().hex() + ".blob");

@@ -133,7 +133,8 @@ final class MountCommand implements Callable<Integer> {
     }
     for (Path m : mounts) {
       try {
-        server.unmount(m);
+        // The layers stay on the node's record: a later mount of them opens their kept index files.
+        server.unmount(m, false);
         if (!m.equals(mountPoint)) {
           Files.deleteIfExists(m);
         }

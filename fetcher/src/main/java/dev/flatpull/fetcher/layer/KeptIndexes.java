@@ -1,0 +1,69 @@
+package dev.flatpull.fetcher.layer;
+
+import dev.flatpull.config.FetchLimits;
+import dev.flatpull.core.NamedFiles;
+import dev.flatpull.fetcher.oci.Descriptor;
+import java.io.IOException;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.Optional;
+import java.util.concurrent.Executor;
+import java.util.logging.Logger;
+
+/**
+ * Lazily read layers' indexes, opened from the node's kept index files ({@link LayerIndexFile}) when there is a sound
+ * one, and otherwise from the layer's TOC, verified, after which the file is written for the next open. A file that
+ * is refused (truncated, corrupt, of another version or layer) is removed, said in one log line, and rebuilt.
+ */
+public final class KeptIndexes {
+  private static final Logger LOG = Logger.getLogger(KeptIndexes.class.getName());
+  private final NamedFiles files;
+  private final Executor writer;
+
+  /** @param writer writes a new index file, off the opening thread (a start does not wait for it) */
+  public KeptIndexes(NamedFiles files, Executor writer) {
+    this.files = files;
+    this.writer = writer;
+  }
+
+  /** The verified index of the eStargz or zstd:chunked layer {@code layer}, whose blob {@code remote} reads. */
+  public LayerIndex open(Descriptor layer, BlobReader remote, FetchLimits limits) throws IOException {
+    LayerFormat format = LayerFormat.of(layer);
+    LayerIndexFile.Key key = LayerIndexFile.Key.of(format, layer);
+    Optional<Path> kept = files.find(key.fileName());
+    if (kept.isPresent()) {
+      try {
+        return LayerIndexFile.read(key, kept.get());
+      } catch (NoSuchFileException evicted) {
+        // Evicted between finding and opening it: the TOC follows, as at a first open.
+      } catch (LayerFormatException e) {
+        LOG.warning(e.getMessage() + "; layer " + layer.digest() + " is opened from its TOC and the file rebuilt");
+        files.remove(key.fileName());
+      }
+    }
+    LayerIndex index = switch (format) {
+      case ESTARGZ -> EstargzToc.read(layer, remote, limits);
+      case ZSTD_CHUNKED -> ZstdChunkedToc.read(layer, remote, limits);
+      case PLAIN -> throw new IllegalArgumentException("layer " + layer.digest() + " has no TOC to index");
+    };
+    if (files != NamedFiles.NONE) {
+      writer.execute(() -> {
+        try {
+          files.keep(key.fileName(), ch -> LayerIndexFile.write(key, index, ch));
+        } catch (IOException | RuntimeException e) {
+          // The layer is served from memory all the same; only its next open reads the TOC again.
+          LOG.warning("keeping the index of layer " + layer.digest() + " failed: " + e);
+        }
+      });
+    }
+    return index;
+  }
+
+  /** Removes the kept index of {@code layer} (the layer is gone from the node); nothing for a plain layer. */
+  public static void forget(NamedFiles files, Descriptor layer) throws IOException {
+    LayerFormat format = LayerFormat.of(layer);
+    if (format != LayerFormat.PLAIN) {
+      files.remove(LayerIndexFile.Key.of(format, layer).fileName());
+    }
+  }
+}
