@@ -225,8 +225,8 @@ public final class LayerServer implements AutoCloseable {
     session.ifPresent(x -> runtimeImageLoading.layerMounted(x, layer.digest()));
     metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
     LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
-        + " entries, " + lazy.index().format() + "): TOC fetched and verified in " + (t1 - t0) / 1_000_000
-        + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms"
+        + " entries, " + lazy.index().format() + "): " + (lazy.index().fromKeptFile() ? "index read from its kept file"
+        : "TOC fetched and verified") + " in " + (t1 - t0) / 1_000_000 + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms"
         + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare")
             .orElse(""));
     return s;

@@ -1,6 +1,7 @@
 package dev.flatpull.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
@@ -98,9 +99,14 @@ class DebianRootfsIT {
     }
   }
 
-  private Path mountImage(String tag) throws Exception {
+  /**
+   * Mounts the image {@code tag} names, each layer's index from its TOC or, with {@code fromKeptIndexes}, from the
+   * index file an earlier open of the layer kept in the page cache's directory.
+   */
+  private Path mountImage(String tag, boolean fromKeptIndexes) throws Exception {
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    PageCache cache = PageCache.open(work.resolve("cache-" + tag),
+    String name = tag + (fromKeptIndexes ? "-kept" : "");
+    PageCache cache = PageCache.open(work.resolve("cache-" + name),
         new CacheSettings(Optional.empty(), 64L << 20, 4L << 30, Duration.ofSeconds(10)));
     caches.add(cache);
     ImageReference ref = ImageReference.parse(registry.address() + "/it/debian:" + tag);
@@ -111,16 +117,23 @@ class DebianRootfsIT {
     servingClients.add(clients);
     RegistryClient client = clients.client(ref);
     List<Descriptor> layers = client.resolve(ref, Platform.current()).manifest().layers();
-    LayerOpener opener = new LayerOpener(client, config, work.resolve("layers-" + tag));
+    LayerOpener opener = new LayerOpener(client, config, work.resolve("layers-" + name))
+        .keepingIndexes(cache.namedFiles(), Runnable::run);
+    if (fromKeptIndexes) {
+      for (Descriptor d : layers) {
+        assertFalse(opener.open(d).index().fromKeptFile(), "the first open of a layer reads its TOC");
+      }
+    }
     for (int i = 0; i < layers.size(); i++) {
       LazyLayer lazy = opener.open(layers.get(i));
+      assertEquals(fromKeptIndexes, lazy.index().fromKeptFile(), "layer " + i + " opened from its kept index file");
       LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
-          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(tag + "-layer" + i), engine());
+          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(name + "-layer" + i), engine());
       mounts.add(m);
       assertEquals(engine(), m.engine(), "no fallback");
       lower.add(0, m.mountPoint().toString());
     }
-    Path merged = Files.createDirectories(work.resolve(tag + "-merged"));
+    Path merged = Files.createDirectories(work.resolve(name + "-merged"));
     Processes.run(List.of("mount", "-t", "overlay", "overlay", "-o", "ro,lowerdir=" + String.join(":", lower),
         merged.toString()), 30).orThrow(List.of("mount -t overlay"));
     overlays.add(merged);
@@ -135,7 +148,16 @@ class DebianRootfsIT {
     assertEquals(null, reference.get("etc/motd"), "the upper layer deletes /etc/motd");
     assertEquals(null, reference.get("var/log/apt"), "and /var/log/apt");
     assertTrue(reference.get("usr/local/bin/hello").contains("user.flatpull.note="), reference.get("usr/local/bin/hello"));
-    TreeSnapshot mounted = TreeSnapshot.of(mountImage(tag));
+    TreeSnapshot mounted = TreeSnapshot.of(mountImage(tag, false));
+    List<String> diff = reference.differences(mounted, 20);
+    assertTrue(diff.isEmpty(), diff.size() + "+ differences, first ones:\n" + String.join("\n", diff));
+  }
+
+  /** The same image mounted a second time on the node: every layer's index read from its kept file, not its TOC. */
+  @ParameterizedTest
+  @ValueSource(strings = {"estargz", "zstd-chunked"})
+  void mountedFromKeptIndexFiles_isIdenticalToUmociUnpack(String tag) throws Exception {
+    TreeSnapshot mounted = TreeSnapshot.of(mountImage(tag, true));
     List<String> diff = reference.differences(mounted, 20);
     assertTrue(diff.isEmpty(), diff.size() + "+ differences, first ones:\n" + String.join("\n", diff));
   }

@@ -493,7 +493,7 @@ public final class ColdStartBenchmark {
   }
 
   private static final java.util.regex.Pattern MOUNT_TIMES = java.util.regex.Pattern.compile(
-      "TOC fetched and verified in (\\d+) ms, tree built in (\\d+) ms, mounted in (\\d+) ms");
+      "(?:TOC fetched and verified|index read from its kept file) in (\\d+) ms, tree built in (\\d+) ms, mounted in (\\d+) ms");
 
   /**
    * The FUSE manager's TOC, tree and mount milliseconds of every layer it mounted, in order, from its log; not those

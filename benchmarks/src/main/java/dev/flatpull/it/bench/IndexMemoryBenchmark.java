@@ -25,6 +25,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.zip.GZIPOutputStream;
 
@@ -141,16 +142,27 @@ public final class IndexMemoryBenchmark {
       try {
         Path launcher = Path.of(System.getProperty("flatpull.root", ".")).toAbsolutePath().resolve("bin/flatpull");
         long inspectPeak = peakRss(new ProcessBuilder(launcher.toString(), "inspect", "--config", config.toString(),
-            ref).redirectErrorStream(true).redirectOutput(work.resolve("inspect.log").toFile()).start(), null);
+            ref).redirectErrorStream(true).redirectOutput(work.resolve("inspect.log").toFile()).start());
         Path mnt = work.resolve("mnt");
-        Process mount = new ProcessBuilder(launcher.toString(), "mount", "--config", config.toString(), "--layer",
+        List<String> mountArgs = List.of(launcher.toString(), "mount", "--config", config.toString(), "--layer",
             layer.descriptor().digest().hex().substring(0, 12), "--no-background-fetch", "--no-runtime-image", ref,
-            mnt.toString()).redirectErrorStream(true).redirectOutput(work.resolve("mount.log").toFile()).start();
-        long mountRss = peakRss(mount, work.resolve("mount.log"));
+            mnt.toString());
+        Mounted first = mountOnce(mountArgs, work.resolve("mount.log"), work.resolve("root"));
         System.out.printf(Locale.ROOT, "flatpull inspect: peak RSS %.0f MiB (%.0f B/entry); flatpull mount --layer,"
-                + " once mounted: RSS %.0f MiB (%.0f B/entry); launcher JVM options: %s%n", inspectPeak / 1048576.0,
-            inspectPeak / (double) entries, mountRss / 1048576.0, mountRss / (double) entries,
+                + " once mounted: RSS %.0f MiB (%.0f B/entry), peak %.0f MiB; launcher JVM options: %s%n",
+            inspectPeak / 1048576.0, inspectPeak / (double) entries, first.rss() / 1048576.0,
+            first.rss() / (double) entries, first.peak() / 1048576.0,
             System.getenv().getOrDefault("FLATPULL_JAVA_OPTS", "(defaults)"));
+        System.out.println("first mount (TOC fetched and parsed): " + first.timing());
+        Optional<Path> kept = keptIndex(work.resolve("root"));
+        if (kept.isEmpty()) {
+          throw new IOException("the first mount kept no index file under " + work.resolve("root"));
+        }
+        System.out.printf(Locale.ROOT, "index file: %.1f MiB (%.0f B/entry)%n", Files.size(kept.get()) / 1048576.0,
+            Files.size(kept.get()) / (double) entries);
+        Mounted second = mountOnce(mountArgs, work.resolve("mount-again.log"), null);
+        System.out.printf(Locale.ROOT, "second mount (index file present): RSS once mounted %.0f MiB, peak %.0f MiB;"
+            + " %s%n", second.rss() / 1048576.0, second.peak() / 1048576.0, second.timing());
         System.out.println("inspect: " + Files.readString(work.resolve("inspect.log")).lines()
             .filter(l -> l.startsWith("1 ") || l.startsWith("0 ")).findFirst().orElse("?"));
       } finally {
@@ -160,28 +172,58 @@ public final class IndexMemoryBenchmark {
     }
   }
 
+  /** One run of {@code flatpull mount}: its RSS once mounted, its peak RSS, and its log's timing line. */
+  record Mounted(long rss, long peak, String timing) {}
+
   /**
-   * Polls a process's peak RSS (VmHWM) until it exits, or, with {@code mountedLog}, until that log says "mounted"
-   * (then returns its RSS at that point and stops it).
+   * Runs {@code flatpull mount} until its log says "mounted", polling its peak RSS (VmHWM, mapped pages included);
+   * then, with {@code keepUnder}, waits until the mount has kept its layer's index file there, and stops it.
    */
-  private static long peakRss(Process p, Path mountedLog) throws Exception {
+  private static Mounted mountOnce(List<String> args, Path log, Path keepUnder) throws Exception {
+    Process p = new ProcessBuilder(args).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+    try {
+      Path status = Path.of("/proc/" + p.pid() + "/status");
+      long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(10);
+      while (p.isAlive() && System.nanoTime() < deadline && !Cli.mountSaysMounted(Files.readString(log))) {
+        Thread.sleep(20);
+      }
+      if (!Cli.mountSaysMounted(Files.readString(log))) {
+        throw new IOException("the mount did not come up: " + Files.readString(log));
+      }
+      Thread.sleep(2000); // settle: what stays resident while serving
+      long rss = kib(status, "VmRSS:") * 1024;
+      while (keepUnder != null && keptIndex(keepUnder).isEmpty() && p.isAlive() && System.nanoTime() < deadline) {
+        Thread.sleep(100);
+      }
+      long peak = kib(status, "VmHWM:") * 1024;
+      String timing = Files.readString(log).lines().filter(l -> l.contains("tree built in")).findFirst()
+          .map(l -> l.substring(l.indexOf("): ") + 3)).orElse("(no timing line)");
+      return new Mounted(rss, peak, timing);
+    } finally {
+      p.destroy();
+      p.waitFor(60, TimeUnit.SECONDS);
+    }
+  }
+
+  /** The layer index file a mount kept under the root {@code root}, once it is complete (renamed into place). */
+  private static Optional<Path> keptIndex(Path root) throws IOException {
+    Path named = root.resolve("cache").resolve("named");
+    if (!Files.isDirectory(named)) {
+      return Optional.empty();
+    }
+    try (var files = Files.list(named)) {
+      return files.filter(f -> f.getFileName().toString().startsWith("layer-index-")).findFirst();
+    }
+  }
+
+  /** Polls a process's peak RSS (VmHWM) until it exits. */
+  private static long peakRss(Process p) throws Exception {
     long peak = 0;
     Path status = Path.of("/proc/" + p.pid() + "/status");
     long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(10);
     while (p.isAlive() && System.nanoTime() < deadline) {
-      long rss = kib(status, "VmRSS:");
-      peak = Math.max(peak, Math.max(rss, kib(status, "VmHWM:")));
-      if (mountedLog != null && Cli.mountSaysMounted(Files.readString(mountedLog))) {
-        Thread.sleep(2000); // settle: what stays resident while serving
-        long served = kib(status, "VmRSS:");
-        p.destroy();
-        p.waitFor(60, TimeUnit.SECONDS);
-        return served * 1024;
-      }
+      peak = Math.max(peak, Math.max(kib(status, "VmRSS:"), kib(status, "VmHWM:")));
       Thread.sleep(20);
-    }
-    if (mountedLog != null) {
-      throw new IOException("the mount did not come up: " + Files.readString(mountedLog));
     }
     return peak * 1024;
   }

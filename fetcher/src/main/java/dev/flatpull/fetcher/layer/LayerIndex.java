@@ -33,6 +33,8 @@ public final class LayerIndex {
   // rebuild the tar stream's digest once the layer's content is local.
   private final byte[] tarSplit;
   private final long tarSplitLength;
+  // Whether this index was read from the node's kept index file rather than parsed from the TOC (for log lines).
+  private final boolean kept;
 
   LayerIndex(
       LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression,
@@ -45,6 +47,7 @@ public final class LayerIndex {
       List<LayerEntry> entries, List<String> prioritized, Optional<Digest> tarSplitDigest, boolean tarSplitChecked) {
     this.tarSplitDigest = tarSplitDigest;
     this.tarSplitChecked = tarSplitChecked;
+    this.kept = false;
     this.tarSplit = null;
     this.tarSplitLength = 0;
     this.format = format;
@@ -72,6 +75,11 @@ public final class LayerIndex {
 
   /** The same index, its TOC now known to match the layer's verified tar-split. */
   private LayerIndex(LayerIndex checked, byte[] tarSplit, long tarSplitLength) {
+    this(checked, tarSplit, tarSplitLength, true, checked.kept);
+  }
+
+  private LayerIndex(LayerIndex checked, byte[] tarSplit, long tarSplitLength, boolean tarSplitChecked, boolean kept) {
+    this.kept = kept;
     this.tarSplit = tarSplit;
     this.tarSplitLength = tarSplitLength;
     this.format = checked.format;
@@ -82,7 +90,17 @@ public final class LayerIndex {
     this.slots = checked.slots;
     this.prioritized = checked.prioritized;
     this.tarSplitDigest = checked.tarSplitDigest;
-    this.tarSplitChecked = true;
+    this.tarSplitChecked = tarSplitChecked;
+  }
+
+  /** The same index, read from the node's kept index file. */
+  LayerIndex asKept() {
+    return new LayerIndex(this, tarSplit, tarSplitLength, tarSplitChecked, true);
+  }
+
+  /** Whether this index was read from the node's kept index file ({@link LayerIndexFile}), not parsed from a TOC. */
+  public boolean fromKeptFile() {
+    return kept;
   }
 
   /** @param tarSplit the verified tar-split's zstd frame, of {@code length} bytes decompressed */

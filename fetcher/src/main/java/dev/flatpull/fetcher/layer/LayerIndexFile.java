@@ -291,7 +291,7 @@ public final class LayerIndexFile {
     }
     LayerIndex index = new LayerIndex(format, blob, toc, compression, entries, prioritized, tarSplitDigest,
         tarSplitChecked);
-    return tarSplit == null ? index : index.withTarSplitChecked(tarSplit, tarSplitLength);
+    return (tarSplit == null ? index : index.withTarSplitChecked(tarSplit, tarSplitLength)).asKept();
   }
 
   private static String shared(Map<String, String> names, String s) {
