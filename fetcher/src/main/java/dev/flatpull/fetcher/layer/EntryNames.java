@@ -9,7 +9,7 @@ final class EntryNames {
    *
    * @throws LayerFormatException for empty or absolute names, {@code ..} components and NUL characters
    */
-  static String clean(String raw, String where) throws LayerFormatException {
+  static String clean(String raw, Object where) throws LayerFormatException {
     if (raw == null || raw.isEmpty()) {
       throw new LayerFormatException(where + ": entry without a name");
     }
@@ -21,6 +21,16 @@ final class EntryNames {
     }
     if (isClean(raw)) {
       return raw;
+    }
+    // A directory's trailing slash, a leading "./": the usual unclean names, cleaned without splitting.
+    int from = raw.startsWith("./") ? 2 : 0;
+    int to = raw.length();
+    while (to > from && raw.charAt(to - 1) == '/') {
+      to--;
+    }
+    String cut = to > from ? raw.substring(from, to) : "";
+    if (!cut.isEmpty() && isClean(cut)) {
+      return cut;
     }
     StringBuilder out = new StringBuilder(raw.length());
     for (String part : raw.split("/")) {

@@ -42,11 +42,13 @@ public record LayerEntry(
 
   /** An AUFS/OCI whiteout ({@code .wh.NAME}): NAME is deleted from the layers below. */
   public boolean isWhiteout() {
-    return baseName().startsWith(WHITEOUT_PREFIX) && !isOpaqueMarker();
+    // Compared in place: asked of every entry of a layer when its tree is built, a base name each was garbage.
+    return name.startsWith(WHITEOUT_PREFIX, name.lastIndexOf('/') + 1) && !isOpaqueMarker();
   }
 
   /** The opaque-directory marker: the parent directory hides everything below it. */
   public boolean isOpaqueMarker() {
-    return baseName().equals(OPAQUE_MARKER);
+    int start = name.lastIndexOf('/') + 1;
+    return name.length() - start == OPAQUE_MARKER.length() && name.startsWith(OPAQUE_MARKER, start);
   }
 }

@@ -97,7 +97,7 @@ final class TocParser {
    * {@link #SURVEYED} fields, every other value skipped without making a string of it (the first pass reads every
    * entry once more than the index needs).
    */
-  private static void readEntry(JsonParser p, EntryJson e, String where, boolean survey) throws IOException {
+  private static void readEntry(JsonParser p, EntryJson e, Where where, boolean survey) throws IOException {
     e.clear();
     while (p.nextToken() == JsonToken.FIELD_NAME) {
       String field = p.currentName();
@@ -133,7 +133,7 @@ final class TocParser {
     }
   }
 
-  private static String text(JsonParser p, JsonToken t, String where, String field) throws IOException {
+  private static String text(JsonParser p, JsonToken t, Where where, String field) throws IOException {
     if (t == JsonToken.VALUE_NULL) {
       return null;
     }
@@ -143,7 +143,7 @@ final class TocParser {
     return p.getValueAsString();
   }
 
-  private static Long number(JsonParser p, JsonToken t, String where, String field) throws IOException {
+  private static Long number(JsonParser p, JsonToken t, Where where, String field) throws IOException {
     if (t == JsonToken.VALUE_NULL) {
       return null;
     }
@@ -160,7 +160,7 @@ final class TocParser {
     throw new LayerFormatException(where + ": field '" + field + "' is not a number");
   }
 
-  private static Map<String, String> xattrs(JsonParser p, JsonToken t, String where) throws IOException {
+  private static Map<String, String> xattrs(JsonParser p, JsonToken t, Where where) throws IOException {
     if (t == JsonToken.VALUE_NULL) {
       return null;
     }
@@ -214,7 +214,7 @@ final class TocParser {
           p.skipChildren();
         } else if (field.equals("tarSplitDigest")) {
           if (top != null) {
-            top.tarSplitDigest = text(p, t, layer + ": TOC", field);
+            top.tarSplitDigest = text(p, t, new Where(layer, -1, null), field);
           }
         } else if (field.equals("entries")) {
           if (t == JsonToken.VALUE_NULL) {
@@ -229,7 +229,7 @@ final class TocParser {
           int i = 0;
           JsonToken next;
           while ((next = p.nextToken()) != JsonToken.END_ARRAY) {
-            String where = layer + ": TOC entry " + i;
+            Where where = new Where(layer, i, null);
             if (next == JsonToken.VALUE_NULL) {
               throw new LayerFormatException(where + " has no type");
             }
@@ -396,7 +396,7 @@ final class TocParser {
     int[] landmarkAt = {-1};
     Builder[] current = {null};
     EntryVisitor builder = (i, e) -> {
-      String where = layer + ": TOC entry " + i;
+      Where where = new Where(layer, i, null);
       if (e.type == null) {
         throw new LayerFormatException(where + " has no type");
       }
@@ -482,6 +482,94 @@ final class TocParser {
    * One instance per distinct value while a TOC is parsed: owner names, modification times and digests repeat across
    * entries (a file's digest is its only chunk's), and the index keeps every entry.
    */
+  /**
+   * Where in a TOC an entry is (the TOC itself for {@code entry} -1), for error messages. Made into text only when a message is: a TOC has up to a million
+   * entries, and a string per entry (and per chunk) was a sixth of what a cold start's TOC parse allocated.
+   */
+  record Where(String layer, int entry, String name, String suffix) {
+    Where(String layer, int entry, String name) {
+      this(layer, entry, name, "");
+    }
+
+    /** The same entry, named (once its name is known). */
+    Where named(String n) {
+      return new Where(layer, entry, n, suffix);
+    }
+
+    /** The same place with {@code more} said after it. */
+    Where said(String more) {
+      return new Where(layer, entry, name, suffix + more);
+    }
+
+    @Override
+    public String toString() {
+      return layer + ": TOC" + (entry < 0 ? "" : " entry " + entry) + (name == null ? "" : " ('" + name + "')") + suffix;
+    }
+  }
+
+  /**
+   * An RFC 3339 time as TOCs write it ({@code 2024-05-01T10:00:00Z}, with a fraction or an offset): the usual forms
+   * read in place, since a layer's files mostly differ in their times and {@link OffsetDateTime#parse} allocated a
+   * parse state per entry; anything else, and anything out of range, through the full parser.
+   */
+  static Instant rfc3339(String s) {
+    int n = s.length();
+    if (n >= 20 && s.charAt(4) == '-' && s.charAt(7) == '-' && (s.charAt(10) == 'T' || s.charAt(10) == 't')
+        && s.charAt(13) == ':' && s.charAt(16) == ':') {
+      int year = digits(s, 0, 4);
+      int month = digits(s, 5, 2);
+      int day = digits(s, 8, 2);
+      int hour = digits(s, 11, 2);
+      int minute = digits(s, 14, 2);
+      int second = digits(s, 17, 2);
+      int i = 19;
+      long nanos = 0;
+      if (i < n && s.charAt(i) == '.') {
+        int start = ++i;
+        while (i < n && s.charAt(i) >= '0' && s.charAt(i) <= '9') {
+          if (i - start < 9) {
+            nanos = nanos * 10 + (s.charAt(i) - '0');
+          }
+          i++;
+        }
+        for (int k = i - start; k < 9; k++) {
+          nanos *= 10;
+        }
+        if (i == start) {
+          year = -1;
+        }
+      }
+      int offset = 0;
+      if (i == n - 1 && (s.charAt(i) == 'Z' || s.charAt(i) == 'z')) {
+        i = n;
+      } else if (i == n - 6 && (s.charAt(i) == '+' || s.charAt(i) == '-') && s.charAt(i + 3) == ':') {
+        int oh = digits(s, i + 1, 2);
+        int om = digits(s, i + 4, 2);
+        offset = oh < 0 || om < 0 || oh > 18 || om > 59 ? -1 : (oh * 3600 + om * 60) * (s.charAt(i) == '-' ? -1 : 1);
+        i = oh < 0 || om < 0 || oh > 18 || om > 59 ? -1 : n;
+      }
+      if (i == n && year >= 0 && month >= 1 && month <= 12 && day >= 1 && hour >= 0 && hour <= 23 && minute >= 0
+          && minute <= 59 && second >= 0 && second <= 59 && day <= java.time.YearMonth.of(year, month).lengthOfMonth()) {
+        long epochDay = java.time.LocalDate.of(year, month, day).toEpochDay();
+        return Instant.ofEpochSecond(epochDay * 86400 + hour * 3600L + minute * 60L + second - offset, nanos);
+      }
+    }
+    return OffsetDateTime.parse(s).toInstant();
+  }
+
+  /** The {@code count} decimal digits of {@code s} at {@code at}, or -1 when they are not all digits. */
+  private static int digits(String s, int at, int count) {
+    int v = 0;
+    for (int i = at; i < at + count; i++) {
+      char c = s.charAt(i);
+      if (c < '0' || c > '9') {
+        return -1;
+      }
+      v = v * 10 + (c - '0');
+    }
+    return v;
+  }
+
   static final class Interner {
     private final Map<String, String> texts = new HashMap<>();
     private final Map<String, Digest> digests = new HashMap<>();
@@ -504,11 +592,11 @@ final class TocParser {
       return d;
     }
 
-    Instant time(String text, String where) throws LayerFormatException {
+    Instant time(String text, Where where) throws LayerFormatException {
       Instant t = times.get(text);
       if (t == null) {
         try {
-          t = OffsetDateTime.parse(text).toInstant();
+          t = rfc3339(text);
         } catch (DateTimeParseException e) {
           throw new LayerFormatException(where + ": modtime '" + text + "' is not RFC 3339", e);
         }
@@ -550,20 +638,20 @@ final class TocParser {
     private final int devMinor;
     private final Map<String, byte[]> xattrs;
     private final Optional<Digest> fileDigest;
-    private final String where;
+    private final Where where;
     // The file's stored frames [storedStart, storedEnd), when its entry gives an endOffset (containers/storage).
     private final long storedStart;
     private final long storedEnd;
 
-    Builder(String name, EntryType type, EntryJson json, String at, Interner strings) throws LayerFormatException {
+    Builder(String name, EntryType type, EntryJson json, Where at, Interner strings) throws LayerFormatException {
       this.name = name;
       this.type = type;
       this.size = json.size == null ? 0 : json.size;
       if (size < 0) {
         throw new LayerFormatException(at + " ('" + name + "') has negative size " + size);
       }
-      this.where = "'" + name + "'";
-      String w = at + " ('" + name + "')";
+      Where w = at.named(name);
+      this.where = w;
       try {
         fileDigest = json.digest == null || json.digest.isEmpty() ? Optional.empty()
             : Optional.of(strings.digest(json.digest));
@@ -584,7 +672,7 @@ final class TocParser {
       this.xattrs = x;
       String l = json.linkName == null ? "" : json.linkName;
       if (type == EntryType.HARDLINK) {
-        l = EntryNames.clean(l, w + " hard link target");
+        l = EntryNames.clean(l, w.said(" hard link target"));
       } else if (type == EntryType.SYMLINK && l.isEmpty()) {
         throw new LayerFormatException(w + ": symlink without a target");
       }
@@ -614,9 +702,9 @@ final class TocParser {
      * TOC's). An {@code endOffset} on a chunk entry (flatpull's converter before it followed containers/storage) is
      * taken as written, inside the file's range.
      */
-    void addChunk(EntryJson c, String at, long[] starts, long dataEnd, FetchLimits limits, Interner strings)
+    void addChunk(EntryJson c, Where at, long[] starts, long dataEnd, FetchLimits limits, Interner strings)
         throws IOException {
-      String w = at + " ('" + name + "')";
+      Where w = at.named(name);
       long fileOffset = c.chunkOffset == null ? 0 : c.chunkOffset;
       long chunkSize = c.chunkSize == null ? 0 : c.chunkSize;
       if (fileOffset < 0 || chunkSize < 0) {
@@ -697,7 +785,7 @@ final class TocParser {
     }
 
     LayerEntry build(String layer) throws LayerFormatException {
-      String at = layer + ": " + where;
+      Where at = where;
       List<LayerChunk> ordered = new ArrayList<>(chunks);
       ordered.sort((a, b) -> Long.compare(a.fileOffset(), b.fileOffset()));
       long expect = 0;
@@ -730,7 +818,7 @@ final class TocParser {
           link, devMajor, devMinor, xattrs, fileDigest, type == EntryType.REG ? ordered : List.of());
     }
 
-    private static int id(Long v, String where) throws LayerFormatException {
+    private static int id(Long v, Where where) throws LayerFormatException {
       if (v == null) {
         return 0;
       }
