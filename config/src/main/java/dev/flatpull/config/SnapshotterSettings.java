@@ -43,9 +43,13 @@ public record SnapshotterSettings(
    * (about 50 MB of eden), the FUSE manager collected two or three times while a service started (pauses of 5-31 ms on
    * 2 cores, every FUSE operation waiting). A start of nginx allocates about 100 MB there, one of python about 250 MB;
    * 256 MB still collected inside python's start, and 512 MB gave the times of 384 MB for 130 MiB more resident
-   * memory (docs/benchmarks.md).
+   * memory (docs/benchmarks.md). G1 is named because under a memory limit below about 1.8 GiB the JVM takes the serial
+   * collector, and the heap's ceiling is a share of what the JVM sees (a limit, under one) because its default, a
+   * quarter, left no room beside that young generation under the documented limit. A heap that shrinks when idle
+   * held 55-64 % less but made lazy starts 9-14 % slower (docs/benchmarks.md, "Memory"): not the default.
    */
-  public static final List<String> FUSE_MANAGER_JAVA_OPTIONS = List.of("-Xmn384m");
+  public static final List<String> FUSE_MANAGER_JAVA_OPTIONS =
+      List.of("-XX:+UseG1GC", "-Xmn384m", "-XX:MaxRAMPercentage=60");
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),

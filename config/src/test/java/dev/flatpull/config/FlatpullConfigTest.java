@@ -143,7 +143,7 @@ class FlatpullConfigTest {
 
   @Test
   void parse_fuseManagerJavaOptions_areOptionsAndDefaultToALargeYoungGeneration() throws Exception {
-    assertEquals(List.of("-Xmn384m"), FlatpullConfig.parse("f", "").snapshotter().fuseManagerJavaOptions());
+    assertEquals(SnapshotterSettings.FUSE_MANAGER_JAVA_OPTIONS, FlatpullConfig.parse("f", "").snapshotter().fuseManagerJavaOptions());
     assertEquals(List.of(),
         FlatpullConfig.parse("f", "[snapshotter]\nfuse_manager_java_options = []").snapshotter().fuseManagerJavaOptions());
     ConfigException e = assertThrows(ConfigException.class,

@@ -19,6 +19,8 @@ public final class FlatpullDaemon implements AutoCloseable {
   private final Path managerSocket;
   private Process process;
   private int starts;
+  // The memory group the daemon (and so the FUSE manager it starts) runs in, when one is given.
+  private java.util.Optional<MemoryCgroup> cgroup = java.util.Optional.empty();
 
   private FlatpullDaemon(Path dir, Path config, Path socket, Path managerSocket) {
     this.dir = dir;
@@ -56,14 +58,17 @@ public final class FlatpullDaemon implements AutoCloseable {
    */
   public static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables)
       throws IOException, InterruptedException {
-    return start(snapshotterToml, defaultFetching, tables, """
-        max_attempts = 2
-        initial_backoff = "50ms"
-        max_backoff = "200ms"
-        connect_timeout = "2s"
-        read_timeout = "10s"
-        """);
+    return start(snapshotterToml, defaultFetching, tables, HARNESS_RETRIES);
   }
+
+  /** The harness's short registry retries and timeouts. */
+  private static final String HARNESS_RETRIES = """
+      max_attempts = 2
+      initial_backoff = "50ms"
+      max_backoff = "200ms"
+      connect_timeout = "2s"
+      read_timeout = "10s"
+      """;
 
   /**
    * Like {@link #start(String, boolean, String)}, with {@code registryToml} for the {@code [registry]} table's retries
@@ -71,6 +76,20 @@ public final class FlatpullDaemon implements AutoCloseable {
    */
   public static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables,
       String registryToml) throws IOException, InterruptedException {
+    return start(snapshotterToml, defaultFetching, tables, registryToml, java.util.Optional.empty());
+  }
+
+  /**
+   * Like {@link #start(String, boolean, String)}, the daemon and the FUSE manager it starts in the memory group
+   * {@code cgroup}: under its limit, their peak together read from it.
+   */
+  public static FlatpullDaemon startIn(MemoryCgroup cgroup, String snapshotterToml, boolean defaultFetching,
+      String tables) throws IOException, InterruptedException {
+    return start(snapshotterToml, defaultFetching, tables, HARNESS_RETRIES, java.util.Optional.of(cgroup));
+  }
+
+  private static FlatpullDaemon start(String snapshotterToml, boolean defaultFetching, String tables,
+      String registryToml, java.util.Optional<MemoryCgroup> cgroup) throws IOException, InterruptedException {
     Processes.requireFuse();
     Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "fp-");
     Path socket = dir.resolve("flatpull.sock");
@@ -91,6 +110,7 @@ public final class FlatpullDaemon implements AutoCloseable {
         defaultFetching ? "" : "background_fetch = false\nwarm_up = false",
         snapshotterToml, tables));
     FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
+    d.cgroup = cgroup;
     d.start();
     return d;
   }
@@ -104,9 +124,11 @@ public final class FlatpullDaemon implements AutoCloseable {
   public void start(List<String> jvmOptions) throws IOException, InterruptedException {
     Path log = dir.resolve("daemon-" + (++starts) + ".log");
     List<String> cmd = new java.util.ArrayList<>(List.of("java"));
+    // As the documented unit runs it; the caller's options after them, so that they win.
+    cmd.addAll(DocumentedSetUp.daemonJavaOptions());
     cmd.addAll(jvmOptions);
     cmd.addAll(List.of("-jar", jar().toString(), "serve", "--config", config.toString()));
-    process = new ProcessBuilder(cmd)
+    process = new ProcessBuilder(cgroup.map(g -> g.wrap(cmd)).orElse(cmd))
         .redirectErrorStream(true).redirectOutput(log.toFile()).start();
     Instant deadline = Instant.now().plus(Duration.ofSeconds(90));
     while (Instant.now().isBefore(deadline)) {

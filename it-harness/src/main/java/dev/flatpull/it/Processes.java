@@ -172,6 +172,33 @@ public final class Processes {
   }
 
   /** The resident set of process {@code pid} in bytes (VmRSS), or -1 when it is gone. */
+  /** The peak resident set of a process (VmHWM) since it started or {@link #resetPeakResident}; -1 once it exited. */
+  public static long peakResidentBytes(long pid) {
+    return statusBytes(pid, "VmHWM:");
+  }
+
+  /** Starts a process's peak resident set (VmHWM) again from its current one ({@code clear_refs} 5). */
+  public static void resetPeakResident(long pid) {
+    try {
+      Files.writeString(Path.of("/proc/" + pid + "/clear_refs"), "5");
+    } catch (IOException gone) {
+      // exited
+    }
+  }
+
+  private static long statusBytes(long pid, String key) {
+    try {
+      for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {
+        if (line.startsWith(key)) {
+          return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      }
+    } catch (IOException gone) {
+      // exited
+    }
+    return -1;
+  }
+
   public static long residentBytes(long pid) {
     try {
       for (String line : Files.readAllLines(Path.of("/proc/" + pid + "/status"))) {

@@ -6,7 +6,9 @@ import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.it.Cli;
 import dev.flatpull.it.ContainerdServer;
 import dev.flatpull.it.DebianImage;
+import dev.flatpull.it.DocumentedSetUp;
 import dev.flatpull.it.FlatpullDaemon;
+import dev.flatpull.it.MemoryCgroup;
 import dev.flatpull.it.LinkEmulator;
 import dev.flatpull.it.MetricsEndpoint;
 import dev.flatpull.it.Processes;
@@ -105,6 +107,7 @@ public final class ColdStartBenchmark {
     String baselineRoot = null;
     boolean check = false;
     int optimizeLevel = 9;
+    int atRestSeconds = 60;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--images" -> images = List.of(args[++i].split(","));
@@ -116,6 +119,7 @@ public final class ColdStartBenchmark {
         case "--out" -> out = Path.of(args[++i]);
         case "--baseline-root" -> baselineRoot = args[++i];
         case "--check" -> check = true;
+        case "--at-rest" -> atRestSeconds = Integer.parseInt(args[++i]);
         case "--smoke" -> {
           images = List.of("python");
           links.add("2ms/1gbit");
@@ -123,6 +127,7 @@ public final class ColdStartBenchmark {
           formats = List.of("flatpull");
           check = true;
           optimizeLevel = 1;
+          atRestSeconds = 0;
         }
         default -> throw new IllegalArgumentException("unknown argument " + args[i]);
       }
@@ -186,8 +191,9 @@ public final class ColdStartBenchmark {
       }
       Files.writeString(out.resolve("requests.log"), link.logText());
     }
+    String atRest = atRestSeconds <= 0 ? "" : atRest(atRestSeconds, baselineRoot);
     ColdStartReport report = new ColdStartReport(results, sizes);
-    String table = report.markdown();
+    String table = report.markdown() + atRest;
     Files.writeString(out.resolve("results.md"), table);
     Files.writeString(out.resolve("results.svg"), ColdStartChart.svg(report));
     System.out.print(table);
@@ -300,8 +306,37 @@ public final class ColdStartBenchmark {
 
   /** The node a mode runs on: containerd, its snapshotter's name, and the snapshotter's processes. */
   private record Node(ContainerdServer containerd, String snapshotter, Optional<FlatpullDaemon> flatpull,
-      Optional<MetricsEndpoint> managerMetrics, Optional<Process> stargz, Optional<Path> stargzRoot)
-      implements AutoCloseable {
+      Optional<MetricsEndpoint> managerMetrics, Optional<Process> stargz, Optional<Path> stargzRoot,
+      Optional<MemoryCgroup> group) implements AutoCloseable {
+    /** The snapshotter's processes: flatpull's daemon and manager, or stargz-snapshotter's daemon. */
+    List<Long> pids() throws IOException, InterruptedException {
+      List<Long> out = new ArrayList<>();
+      long d = flatpull.map(FlatpullDaemon::pid).or(() -> stargz.map(Process::pid)).orElse(-1L);
+      out.add(d);
+      out.add(flatpull.isPresent() ? flatpull.get().managerPid() : -1L);
+      return out;
+    }
+
+    /** Starts the peaks of a start: each process's VmHWM and the group's peak from what they hold now. */
+    void resetPeaks() throws IOException, InterruptedException {
+      for (long pid : pids()) {
+        if (pid > 0) {
+          Processes.resetPeakResident(pid);
+        }
+      }
+      if (group.isPresent()) {
+        group.get().resetPeak();
+      }
+    }
+
+    ColdStartResult.Peaks peaks() throws IOException, InterruptedException {
+      List<Long> pids = pids();
+      return new ColdStartResult.Peaks(pids.get(0) > 0 ? Processes.peakResidentBytes(pids.get(0)) : -1,
+          pids.get(1) > 0 ? Processes.peakResidentBytes(pids.get(1)) : -1,
+          group.isPresent() ? group.get().peakBytes() : -1, group.isPresent() ? group.get().limitBytes() : -1,
+          group.isPresent() ? group.get().oomKills() : -1);
+    }
+
     long daemonRss() {
       return flatpull.map(FlatpullDaemon::pid).or(() -> stargz.map(Process::pid))
           .map(Processes::residentBytes).orElse(-1L);
@@ -317,7 +352,7 @@ public final class ColdStartBenchmark {
 
     @Override
     public void close() throws Exception {
-      try {
+      try (AutoCloseable g = group.isPresent() ? group.get() : () -> {}) {
         containerd.close();
       } finally {
         if (flatpull.isPresent()) {
@@ -338,40 +373,81 @@ public final class ColdStartBenchmark {
   private Node node(String mode) throws Exception {
     return switch (mode) {
       case "overlayfs", "warm-overlayfs" -> new Node(ContainerdServer.start(), "overlayfs", Optional.empty(),
-          Optional.empty(), Optional.empty(), Optional.empty());
+          Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty());
       case "stargz", "stargz-opt" -> {
         Path root = Files.createTempDirectory(Path.of("/var/tmp"), "stargz-");
         Path socket = root.resolve("stargz.sock");
-        Process p = new ProcessBuilder(stargz.toString(), "--root", root.resolve("root").toString(),
-            "--address", socket.toString(), "--log-level", "warn").redirectErrorStream(true)
+        MemoryCgroup group = newGroup();
+        Process p = new ProcessBuilder(group.wrap(List.of(stargz.toString(), "--root", root.resolve("root").toString(),
+            "--address", socket.toString(), "--log-level", "warn"))).redirectErrorStream(true)
             .redirectOutput(root.resolve("stargz.log").toFile()).start();
         for (int i = 0; i < 100 && !Files.exists(socket); i++) {
           Thread.sleep(100);
         }
         yield new Node(ContainerdServer.withProxySnapshotter("stargz", socket), "stargz", Optional.empty(),
-            Optional.empty(), Optional.of(p), Optional.of(root));
+            Optional.empty(), Optional.of(p), Optional.of(root), Optional.of(group));
       }
       default -> flatpullNode(mode);
     };
+  }
+
+  /**
+   * What flatpull's two processes hold at rest: started with the default configuration (warm-ups on) and nothing
+   * mounted, {@code seconds} after the daemon started; this build's and, with {@code baselineRoot}, that build's, in
+   * the same run. A Markdown table.
+   */
+  static String atRest(int seconds, String baselineRoot) throws Exception {
+    StringBuilder b = new StringBuilder("\n| at rest, " + seconds + " s after `serve` started | daemon RSS, MiB |"
+        + " manager RSS, MiB | together, MiB | memory group, MiB |\n|---|---|---|---|---|\n");
+    List<String> builds = new ArrayList<>(List.of("this build"));
+    if (baselineRoot != null) {
+      builds.add("baseline");
+    }
+    for (String build : builds) {
+      progress("at rest: " + build + ", " + seconds + " s");
+      String own = System.getProperty("flatpull.root", "..");
+      if (build.equals("baseline")) {
+        System.setProperty("flatpull.root", baselineRoot);
+      }
+      MemoryCgroup group = newGroup();
+      FlatpullDaemon d;
+      try {
+        d = FlatpullDaemon.startIn(group, "", true, "");
+      } finally {
+        System.setProperty("flatpull.root", own);
+      }
+      long started = System.nanoTime();
+      try (group; d) {
+        d.awaitManager();
+        Thread.sleep(Math.max(0, seconds * 1000L - (System.nanoTime() - started) / 1_000_000));
+        long daemon = Processes.residentBytes(d.pid());
+        long manager = Processes.residentBytes(d.managerPid());
+        long used = group.usageBytes();
+        b.append(String.format(Locale.ROOT, "| %s | %d | %d | %d | %d |%n", build, daemon >> 20, manager >> 20,
+            (daemon + manager) >> 20, used >> 20));
+      }
+    }
+    return b.toString();
   }
 
   private Node flatpullNode(String mode) throws Exception {
     int managerPort = Processes.freePort();
     String metrics = "fuse_manager_metrics_address = \"127.0.0.1:" + managerPort + "\"\n";
     FlatpullDaemon d;
+    MemoryCgroup group = newGroup();
     Optional<MetricsEndpoint> endpoint = Optional.of(new MetricsEndpoint(managerPort));
     switch (mode) {
-      case "lazy" -> d = FlatpullDaemon.start(metrics, true, "[runtime_image]\nload = false\n");
+      case "lazy" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n");
       // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
-      case "lazy-nobg", "warm-flatpull" -> d = FlatpullDaemon.start(metrics + "background_fetch = false", true,
+      case "lazy-nobg", "warm-flatpull" -> d = FlatpullDaemon.startIn(group, metrics + "background_fetch = false", true,
           "[runtime_image]\nload = false\n");
-      case "runtime-image" -> d = FlatpullDaemon.start(metrics, true, "");
-      case "runtime-image-libfuse" -> d = FlatpullDaemon.start(metrics, true, LIBFUSE);
-      case "lazy-libfuse" -> d = FlatpullDaemon.start(metrics, true, "[runtime_image]\nload = false\n" + LIBFUSE);
+      case "runtime-image" -> d = FlatpullDaemon.startIn(group, metrics, true, "");
+      case "runtime-image-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, LIBFUSE);
+      case "lazy-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n" + LIBFUSE);
       // The same without the processes' warm-ups ([snapshotter] warm_up = false): what the warm-up buys a start.
-      case "lazy-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true,
+      case "lazy-nowarmup" -> d = FlatpullDaemon.startIn(group, metrics + "warm_up = false", true,
           "[runtime_image]\nload = false\n");
-      case "runtime-image-nowarmup" -> d = FlatpullDaemon.start(metrics + "warm_up = false", true, "");
+      case "runtime-image-nowarmup" -> d = FlatpullDaemon.startIn(group, metrics + "warm_up = false", true, "");
       case "lazy-baseline", "runtime-image-baseline" -> {
         // The daemon and its FUSE manager run from that tree's jar, with its defaults; lazy-baseline without runtime
         // images, which the registry holds for these images: the tree must know [runtime_image] load (any build
@@ -379,7 +455,7 @@ public final class ColdStartBenchmark {
         String own = System.getProperty("flatpull.root", "..");
         System.setProperty("flatpull.root", baselineRoot);
         try {
-          d = FlatpullDaemon.start("", true, mode.equals("lazy-baseline") ? "[runtime_image]\nload = false\n" : "");
+          d = FlatpullDaemon.startIn(group, "", true, mode.equals("lazy-baseline") ? "[runtime_image]\nload = false\n" : "");
         } finally {
           System.setProperty("flatpull.root", own);
         }
@@ -390,11 +466,23 @@ public final class ColdStartBenchmark {
     try {
       d.awaitManager();
       return new Node(ContainerdServer.withFlatpull(d.socket()), "flatpull", Optional.of(d), endpoint,
-          Optional.empty(), Optional.empty());
+          Optional.empty(), Optional.empty(), Optional.of(group));
     } catch (Exception e) {
       d.close();
+      group.close();
       throw e;
     }
+  }
+
+  private static final java.util.concurrent.atomic.AtomicInteger GROUPS = new java.util.concurrent.atomic.AtomicInteger();
+
+  /**
+   * A memory group for a node's snapshotter processes, under the limit the documented set-up gives flatpull's two
+   * processes together (the systemd unit's MemoryMax; {@link DocumentedSetUp}), the peer's daemon under the same.
+   */
+  private static MemoryCgroup newGroup() throws IOException {
+    return MemoryCgroup.create("flatpull-bench-" + ProcessHandle.current().pid() + "-" + GROUPS.incrementAndGet(),
+        DocumentedSetUp.memoryLimitBytes().orElse(Long.MAX_VALUE / 2));
   }
 
   private ColdStartResult measure(int run, String image, String linkName, Plan p) throws Exception {
@@ -411,6 +499,7 @@ public final class ColdStartBenchmark {
       }
       Map<String, Double> before = metrics(node);
       Processes.dropCaches();
+      node.resetPeaks();
       link.mark();
       long t0 = System.nanoTime();
       if (!warm) {
@@ -424,6 +513,7 @@ public final class ColdStartBenchmark {
       LinkEmulator.Counts counts = link.sinceMark();
       long daemonRss = node.daemonRss();
       long managerRss = node.managerRss();
+      ColdStartResult.Peaks peaks = node.peaks();
       Map<String, Double> after = metrics(node);
       node.containerd().removeContainer(id);
       List<Long> firstMount = List.of();
@@ -460,7 +550,7 @@ public final class ColdStartBenchmark {
       }
       return new ColdStartResult(run, image, linkName, p.mode(), p.format(), (t1 - t0) / 1_000_000,
           (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000, (t3 - t0) / 1_000_000, counts.requests().size(),
-          counts.bytesDown(), counts.connections(), byKind, daemonRss, managerRss, hitRatio, fallbacks, firstMount,
+          counts.bytesDown(), counts.connections(), byKind, daemonRss, managerRss, peaks, hitRatio, fallbacks, firstMount,
           laterMount, "");
     } catch (IOException | RuntimeException e) {
       progress("  failed: " + e);

@@ -95,8 +95,8 @@ final class ColdStartReport {
     StringBuilder b = new StringBuilder();
     b.append("| image | link | mode | layers | time to ready, median (min-max) | pull | create | start to ready |"
         + " vs overlayfs | vs lazy | vs stargz | x limit | requests before ready | MB before ready |"
-        + " RSS daemon / manager, MiB |\n");
-    b.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        + " RSS daemon / manager, MiB | peak daemon / manager / group, MiB |\n");
+    b.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (String[] g : groups()) {
       List<Row> rows = rows(g[0], g[1]);
       OptionalLong limit = limitMillis(g[0], g[1]);
@@ -105,13 +105,13 @@ final class ColdStartReport {
         String failures = ok.size() == row.results().size() ? ""
             : " (" + (row.results().size() - ok.size()) + " of " + row.results().size() + " not ready)";
         if (ok.isEmpty()) {
-          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | not ready%s | | | | | | | | | | |%n", g[0], g[1],
+          b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | not ready%s | | | | | | | | | | | |%n", g[0], g[1],
               row.mode(), row.format(), failures));
           continue;
         }
         long ready = row.median(ColdStartResult::readyMillis);
         b.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s (%s-%s)%s | %s | %s | %s | %s | %s | %s | %s"
-                + " | %d | %.1f | %s |%n",
+                + " | %d | %.1f | %s | %s |%n",
             g[0], g[1], row.mode(), row.format(), seconds(ready),
             plain(ok.stream().mapToLong(ColdStartResult::readyMillis).min().orElse(0)),
             plain(ok.stream().mapToLong(ColdStartResult::readyMillis).max().orElse(0)), failures,
@@ -122,7 +122,7 @@ final class ColdStartReport {
             speedup(baseline(rows, "stargz", row.format()), ready),
             limit.isPresent() ? String.format(Locale.ROOT, "%.2f", ready / (double) limit.getAsLong()) : "-",
             row.median(ColdStartResult::requests), row.median(ColdStartResult::bytesDown) / 1e6,
-            rss(row)));
+            rss(row), peaks(row)));
       }
     }
     appendProducers(b);
@@ -204,6 +204,10 @@ final class ColdStartReport {
     List<String> out = new ArrayList<>();
     for (ColdStartResult r : results) {
       String what = String.format("run %d, %s, %s, %s on %s", r.run(), r.image(), r.link(), r.mode(), r.format());
+      if (r.peaks().oomKills() > 0) {
+        out.add(what + ": " + r.peaks().oomKills() + " processes killed at the memory limit of "
+            + (r.peaks().groupLimit() >> 20) + " MiB");
+      }
       if (!r.reachedReadiness()) {
         out.add(what + ": not ready: " + r.error());
       } else if (r.mode().startsWith("lazy") && r.fallbacks() > 0) {
@@ -226,6 +230,22 @@ final class ColdStartReport {
         r.mode() + " (" + r.format() + ")", r.median(ColdStartResult::readyMillis),
         r.ready().stream().mapToLong(ColdStartResult::readyMillis).min().orElse(0),
         r.ready().stream().mapToLong(ColdStartResult::readyMillis).max().orElse(0))).toList();
+  }
+
+  /** Median peaks of the daemon, the manager and their memory group (VmHWM, memory.peak), with any OOM kill. */
+  private static String peaks(Row row) {
+    long d = row.median(r -> r.peaks().daemon());
+    long m = row.median(r -> r.peaks().manager());
+    long g = row.median(r -> r.peaks().group());
+    if (d < 0 && m < 0 && g < 0) {
+      return "-";
+    }
+    long killed = row.results().stream().mapToLong(r -> Math.max(0, r.peaks().oomKills())).sum();
+    return mib(d) + " / " + mib(m) + " / " + mib(g) + (killed > 0 ? " (" + killed + " OOM kills)" : "");
+  }
+
+  private static String mib(long bytes) {
+    return bytes < 0 ? "-" : Long.toString(bytes >> 20);
   }
 
   private static String rss(Row row) {

@@ -16,6 +16,7 @@ import java.util.Map;
  * @param readyMillis from the pull's start to readiness: the figure compared; -1 when readiness was not reached
  * @param daemonRss resident bytes of the snapshotter's daemon at readiness (-1: none, as for overlayfs)
  * @param managerRss resident bytes of flatpull's FUSE manager at readiness (-1: none)
+ * @param peaks the most each process and their memory group held during the start (from the pull to readiness)
  * @param hitRatio of a runtime-image start: bytes served from the runtime image over those served from it or lazily (-1:
  *     not measured)
  * @param fallbacks of a runtime-image start: runtime images rejected (or parts of them), plus lookups that did not load
@@ -27,8 +28,18 @@ import java.util.Map;
  */
 public record ColdStartResult(int run, String image, String link, String mode, String format, long pullMillis,
     long createMillis, long startMillis, long readyMillis, long requests, long bytesDown, long connections,
-    Map<String, Long> byKind, long daemonRss, long managerRss, double hitRatio, long fallbacks,
+    Map<String, Long> byKind, long daemonRss, long managerRss, Peaks peaks, double hitRatio, long fallbacks,
     List<Long> firstMount, List<Long> laterMount, String error) {
+
+  /**
+   * Peak memory during a start, bytes (-1: not measured): each process's peak resident set (VmHWM, reset before the
+   * pull), and the peak of the memory group the snapshotter's processes ran in (memory.peak or v1's
+   * max_usage_in_bytes, which count the page cache of files they wrote too), with the group's limit and the
+   * processes it killed for want of memory.
+   */
+  public record Peaks(long daemon, long manager, long group, long groupLimit, long oomKills) {
+    static final Peaks NONE = new Peaks(-1, -1, -1, -1, -1);
+  }
 
   public boolean reachedReadiness() {
     return error.isEmpty() && readyMillis >= 0;
@@ -36,7 +47,7 @@ public record ColdStartResult(int run, String image, String link, String mode, S
 
   /** A start that did not complete, with what was measured up to the failure. */
   static ColdStartResult failed(int run, String image, String link, String mode, String format, String error) {
-    return new ColdStartResult(run, image, link, mode, format, -1, -1, -1, -1, 0, 0, 0, Map.of(), -1, -1, -1, -1,
+    return new ColdStartResult(run, image, link, mode, format, -1, -1, -1, -1, 0, 0, 0, Map.of(), -1, -1, Peaks.NONE, -1, -1,
         List.of(), List.of(), error);
   }
 }

@@ -11,7 +11,8 @@ import org.junit.jupiter.api.Test;
 class ColdStartReportTest {
   private static ColdStartResult ready(int run, String mode, String format, long millis) {
     return new ColdStartResult(run, "python", "20ms/200mbit", mode, format, millis / 4, millis / 4, millis / 2,
-        millis, 10, 1_000_000, 1, Map.of(), 100 << 20, 200 << 20, mode.startsWith("runtime-image") ? 1.0 : -1,
+        millis, 10, 1_000_000, 1, Map.of(), 100 << 20, 200 << 20,
+        new ColdStartResult.Peaks(110 << 20, 250 << 20, 400 << 20, 1536L << 20, 0), mode.startsWith("runtime-image") ? 1.0 : -1,
         mode.startsWith("runtime-image") ? 0 : -1, mode.equals("lazy") ? List.of(100L, 20L, 30L) : List.of(),
         mode.equals("lazy") ? List.of(90L, 20L, 20L + run) : List.of(), "");
   }
@@ -61,9 +62,9 @@ class ColdStartReportTest {
     assertEquals(List.of(), new ColdStartReport(rs, SIZES).problems());
     rs.add(ColdStartResult.failed(4, "python", "20ms/200mbit", "stargz", "flatpull", "no HTTP 200"));
     rs.add(new ColdStartResult(4, "python", "20ms/200mbit", "runtime-image", "flatpull", 1, 1, 1, 3, 1, 1, 1,
-        Map.of(), 1, 1, 1.0, 2, List.of(), List.of(), ""));
+        Map.of(), 1, 1, ColdStartResult.Peaks.NONE, 1.0, 2, List.of(), List.of(), ""));
     rs.add(new ColdStartResult(5, "python", "20ms/200mbit", "runtime-image", "flatpull", 1, 1, 1, 3, 1, 1, 1,
-        Map.of(), 1, 1, 0.8, 0, List.of(), List.of(), ""));
+        Map.of(), 1, 1, ColdStartResult.Peaks.NONE, 0.8, 0, List.of(), List.of(), ""));
     List<String> p = new ColdStartReport(rs, SIZES).problems();
     assertEquals(3, p.size(), p.toString());
     assertTrue(p.get(0).contains("not ready: no HTTP 200"), p.get(0));

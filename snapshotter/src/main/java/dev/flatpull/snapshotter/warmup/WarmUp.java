@@ -154,10 +154,6 @@ public final class WarmUp {
     long started = System.nanoTime();
     try {
       steps.run();
-      // The warm-up's garbage, collected once before serving: a full collection is when the heap the warm-up grew is
-      // given back to the system (MaxHeapFreeRatio), so that an idle node holds what it uses (docs/benchmarks.md,
-      // "Memory at rest").
-      System.gc();
       LOG.info(String.format("warmed up %s in %.0f ms", what, (System.nanoTime() - started) / 1e6));
     } catch (IOException | RuntimeException e) {
       LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
