@@ -44,12 +44,13 @@ public record SnapshotterSettings(
    * 2 cores, every FUSE operation waiting). A start of nginx allocates about 100 MB there, one of python about 250 MB;
    * 256 MB still collected inside python's start, and 512 MB gave the times of 384 MB for 130 MiB more resident
    * memory (docs/benchmarks.md). G1 is named because under a memory limit below about 1.8 GiB the JVM takes the serial
-   * collector, and the heap's ceiling is a share of what the JVM sees (a limit, under one) because its default, a
-   * quarter, left no room beside that young generation under the documented limit. A heap that shrinks when idle
-   * held 55-64 % less but made lazy starts 9-14 % slower (docs/benchmarks.md, "Memory"): not the default.
+   * collector and a heap of a quarter of the limit, with which that young generation failed the warm-up; elsewhere it
+   * is what the JVM picks anyway. A heap that shrinks when idle held 55-64 % less but made lazy starts 9-14 % slower,
+   * and a ceiling of 60 % of the limit instead of a quarter held 50-60 % more for the same times (docs/benchmarks.md,
+   * "Memory"): neither is the default.
    */
   public static final List<String> FUSE_MANAGER_JAVA_OPTIONS =
-      List.of("-XX:+UseG1GC", "-Xmn384m", "-XX:MaxRAMPercentage=60");
+      List.of("-XX:+UseG1GC", "-Xmn384m");
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),

@@ -234,6 +234,28 @@ class RemoteSnapshotIT {
     assertTrue(left.contains(parent), left);
   }
 
+  /** The layer index files the node keeps, once the first is complete (waited for: written when reads are quiet). */
+  private static List<String> keptIndexes() throws Exception {
+    Path named = flatpull.root().resolve("cache").resolve("named");
+    List<String> found = List.of();
+    for (int i = 0; i < 100; i++) {
+      if (Files.isDirectory(named)) {
+        try (var s = Files.list(named)) {
+          found = s.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("layer-index-")).sorted().toList();
+        }
+      }
+      if (!found.isEmpty()) {
+        return found;
+      }
+      Thread.sleep(100);
+    }
+    return found;
+  }
+
+  private static int servedFromKeptIndex() throws IOException {
+    return (int) flatpull.log().lines().filter(l -> l.contains("index read from its kept file in")).count();
+  }
+
   @Test
   @Order(4)
   void aRunningContainer_keepsReading_acrossADaemonKill() throws Exception {
@@ -273,6 +295,9 @@ class RemoteSnapshotIT {
   @Test
   @Order(4)
   void aKilledFuseManager_isReplaced_andTheLayersMountedAgainFromTheirStoredSource() throws Exception {
+    // The layer's index, kept once reads were quiet: the new manager opens the layer from it, not from its TOC.
+    assertFalse(keptIndexes().isEmpty(), "no kept index file under " + flatpull.root());
+    int servedBefore = servedFromKeptIndex();
     long before = flatpull.managerPid();
     Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
     flatpull.kill9();
@@ -291,6 +316,7 @@ class RemoteSnapshotIT {
     }
     assertEquals(0, fresh.exitCode(), fresh.stderr() + flatpull.log());
     assertEquals("\"remounted\"", fresh.stdout().trim());
+    assertTrue(servedFromKeptIndex() > servedBefore, "the remount read the layer's kept index file\n" + flatpull.log());
     System.out.printf("after a FUSE manager crash: new manager, layers remounted, container ran %.1f s later%n",
         (System.nanoTime() - t0) / 1e9);
   }
@@ -539,6 +565,7 @@ class RemoteSnapshotIT {
       Thread.sleep(100);
     }
     assertEquals(0, left, "snapshots left in flatpull after image rm and GC");
+    assertEquals(List.of(), keptIndexes(), "a removed layer's kept index file goes with it");
     assertEquals(List.of(), dev.flatpull.core.MountTable.under(flatpull.root()));
     try (var s = Files.list(flatpull.root().resolve("remote"))) {
       assertEquals(0, s.count());
