@@ -112,6 +112,8 @@ public final class LayerServer implements AutoCloseable {
   private final InstantSource clock;
   private final Threads threads;
   private final ReadActivity activity;
+  // The layers' kept index files: one home, so that a layer removed while its file waits to be written is not.
+  private final dev.flatpull.fetcher.layer.KeptIndexes keptIndexes;
   /** A miss's first neighbourhood window (LayerContentReader): a few of the files that follow it. */
   private static final long NEIGHBOURHOOD = 256L << 10;
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
@@ -148,6 +150,7 @@ public final class LayerServer implements AutoCloseable {
     this.threads = threads;
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
     this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
+    this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(), this::whenQuiet);
     this.runtimeImageLoading = new RuntimeImageLoading(clients, cache, runtimeImages, metrics, nanoTime, clock,
         threads, this::mountOf);
   }
@@ -247,7 +250,7 @@ public final class LayerServer implements AutoCloseable {
 
   private LayerOpener opener(ImageReference ref) {
     return new LayerOpener(clients.client(ref), config, config.root().resolve("layers"), threads.decoders(),
-        threads.transfers()).keepingIndexes(cache.namedFiles(), this::whenQuiet);
+        threads.transfers()).keepingIndexes(keptIndexes);
   }
 
   /**
@@ -391,7 +394,7 @@ public final class LayerServer implements AutoCloseable {
     s.mount().close();
     if (layerRemoved && served.values().stream().noneMatch(o -> o.layer().digest().equals(s.layer().digest()))) {
       try {
-        dev.flatpull.fetcher.layer.KeptIndexes.forget(cache.namedFiles(), s.layer());
+        keptIndexes.forget(s.layer());
       } catch (IOException | RuntimeException e) {
         LOG.warning("removing the index file of layer " + s.layer().digest() + " failed: " + e);
       }

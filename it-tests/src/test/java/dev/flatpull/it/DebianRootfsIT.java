@@ -8,6 +8,7 @@ import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.config.FuseSettings;
 import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.fetcher.layer.KeptIndexes;
 import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
@@ -118,7 +119,7 @@ class DebianRootfsIT {
     RegistryClient client = clients.client(ref);
     List<Descriptor> layers = client.resolve(ref, Platform.current()).manifest().layers();
     LayerOpener opener = new LayerOpener(client, config, work.resolve("layers-" + name))
-        .keepingIndexes(cache.namedFiles(), Runnable::run);
+        .keepingIndexes(new KeptIndexes(cache.namedFiles(), Runnable::run));
     if (fromKeptIndexes) {
       for (Descriptor d : layers) {
         assertFalse(opener.open(d).index().fromKeptFile(), "the first open of a layer reads its TOC");

@@ -273,17 +273,13 @@ final class DiskTier implements NamedFiles {
     }
   }
 
-  /** Deletes every entry and named file; returns how many entries and the bytes of both. */
+  /**
+   * Deletes every entry; returns how many and their bytes. Named files stay: they belong to their owners (a layer's
+   * kept index goes with the layer).
+   */
   synchronized long[] clear() throws IOException {
     long entries = 0;
     long freed = 0;
-    for (Map.Entry<String, Entry> e : new ArrayList<>(namedIndex.entrySet())) {
-      Files.deleteIfExists(named.resolve(e.getKey()));
-      if (namedIndex.remove(e.getKey(), e.getValue())) {
-        bytes.addAndGet(-e.getValue().size);
-        freed += e.getValue().size;
-      }
-    }
     for (Map.Entry<Digest, Entry> e : new ArrayList<>(index.entrySet())) {
       Files.deleteIfExists(path(e.getKey()));
       if (index.remove(e.getKey(), e.getValue())) {

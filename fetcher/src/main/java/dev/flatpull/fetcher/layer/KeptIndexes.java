@@ -7,18 +7,23 @@ import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.logging.Logger;
 
 /**
  * Lazily read layers' indexes, opened from the node's kept index files ({@link LayerIndexFile}) when there is a sound
  * one, and otherwise from the layer's TOC, verified, after which the file is written for the next open. A file that
- * is refused (truncated, corrupt, of another version or layer) is removed, said in one log line, and rebuilt.
+ * is refused (truncated, corrupt, of another version or layer) is removed, said in one log line, and rebuilt. One
+ * instance per node's files: a layer forgotten while its file waits to be written is not written. Thread-safe.
  */
 public final class KeptIndexes {
   private static final Logger LOG = Logger.getLogger(KeptIndexes.class.getName());
   private final NamedFiles files;
   private final Executor writer;
+  // Files waiting to be written; a forget takes its name out, and the write then does not happen.
+  private final Set<String> pending = ConcurrentHashMap.newKeySet();
 
   /** @param writer writes a new index file, off the opening thread (a start does not wait for it) */
   public KeptIndexes(NamedFiles files, Executor writer) {
@@ -46,8 +51,11 @@ public final class KeptIndexes {
       case ZSTD_CHUNKED -> ZstdChunkedToc.read(layer, remote, limits);
       case PLAIN -> throw new IllegalArgumentException("layer " + layer.digest() + " has no TOC to index");
     };
-    if (files != NamedFiles.NONE) {
+    if (files != NamedFiles.NONE && pending.add(key.fileName())) {
       writer.execute(() -> {
+        if (!pending.remove(key.fileName())) {
+          return; // forgotten meanwhile: the layer left the node
+        }
         try {
           files.keep(key.fileName(), ch -> LayerIndexFile.write(key, index, ch));
         } catch (IOException | RuntimeException e) {
@@ -59,11 +67,13 @@ public final class KeptIndexes {
     return index;
   }
 
-  /** Removes the kept index of {@code layer} (the layer is gone from the node); nothing for a plain layer. */
-  public static void forget(NamedFiles files, Descriptor layer) throws IOException {
+  /** Removes the kept index of {@code layer} (the layer is gone from the node), or its write still to come. */
+  public void forget(Descriptor layer) throws IOException {
     LayerFormat format = LayerFormat.of(layer);
     if (format != LayerFormat.PLAIN) {
-      files.remove(LayerIndexFile.Key.of(format, layer).fileName());
+      String name = LayerIndexFile.Key.of(format, layer).fileName();
+      pending.remove(name);
+      files.remove(name);
     }
   }
 }

@@ -52,11 +52,11 @@ public final class LayerOpener {
   }
 
   /**
-   * The same opener, keeping each lazily read layer's index in {@code files} ({@link LayerIndexFile}), written on
-   * {@code writer} after the first open, so that later opens of the layer neither fetch nor parse its TOC.
+   * The same opener, keeping each lazily read layer's index through {@code indexes} ({@link LayerIndexFile}), so that
+   * later opens of the layer neither fetch nor parse its TOC.
    */
-  public LayerOpener keepingIndexes(NamedFiles files, java.util.concurrent.Executor writer) {
-    return new LayerOpener(client, config, workDir, decoder, transfers, new KeptIndexes(files, writer));
+  public LayerOpener keepingIndexes(KeptIndexes indexes) {
+    return new LayerOpener(client, config, workDir, decoder, transfers, indexes);
   }
 
   public LazyLayer open(Descriptor layer) throws IOException {

@@ -262,6 +262,26 @@ class LayerIndexFileTest {
   }
 
   @Test
+  void aLayerForgottenBeforeItsFileIsWritten_getsNoFile() throws Exception {
+    BuiltLayer layer = BuiltLayer.write(new SampleTar(6, 10_000).bytes, LayerFormat.ESTARGZ, CHUNK, List.of(), dir);
+    DirectoryFiles kept = new DirectoryFiles(Files.createDirectory(dir.resolve("kept")));
+    List<Runnable> held = new ArrayList<>();
+    KeptIndexes indexes = new KeptIndexes(kept, held::add);
+    indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
+    indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
+    assertEquals(1, held.size(), "one write waits for the layer, however often it is opened meanwhile");
+    indexes.forget(layer.descriptor);
+    held.forEach(Runnable::run);
+    assertEquals(List.of(), kept.kept, "the write that waited does not bring the removed layer's file back");
+
+    indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
+    held.get(held.size() - 1).run();
+    assertEquals(1, kept.kept.size(), "a later open keeps it again");
+    indexes.forget(layer.descriptor);
+    assertTrue(kept.find(kept.removed.get(kept.removed.size() - 1)).isEmpty(), "and forgetting removes it");
+  }
+
+  @Test
   void anIndexThatCannotBeKept_stillOpens() throws Exception {
     BuiltLayer layer = BuiltLayer.write(new SampleTar(5, 10_000).bytes, LayerFormat.ESTARGZ, CHUNK, List.of(), dir);
     AtomicLong attempts = new AtomicLong();
