@@ -210,6 +210,18 @@ class RuntimeImageBadInputTest {
   }
 
   @Test
+  void aDirectoryNamedAsAFile_isRefused_asNotARegularFile() throws Exception {
+    // A directory is in the layer's index but holds no content: refused for what it is, before any size check.
+    String file = image.index().layers().get(0).files().get(0);
+    String parent = file.substring(0, file.lastIndexOf('/'));
+    assertTrue(img.indexes().get(img.descriptors.get(0).digest()).entry(parent).isPresent(), parent);
+    byte[] b = withIndex(image.blob(), r -> ((ArrayNode) r.withArray("layers").get(0).get("files")).set(0,
+        JSON.getNodeFactory().textNode(parent)));
+    String m = mismatch(b, img.manifest);
+    assertTrue(m.contains("index.layers[0].extents[0]: " + parent + " is not a regular file of layer"), m);
+  }
+
+  @Test
   void contentBeyondTheFilesEnd_isRefused() throws Exception {
     // Point the tiny config file's extent at offset 4096: within a valid frame, beyond the 12-byte file.
     RuntimeImageIndex index = image.index();

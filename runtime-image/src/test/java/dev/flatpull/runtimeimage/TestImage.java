@@ -64,7 +64,16 @@ final class TestImage {
 
   private static byte[] tar(Map<String, byte[]> files) throws IOException {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
+    java.util.Set<String> dirs = new java.util.HashSet<>();
     for (Map.Entry<String, byte[]> f : files.entrySet()) {
+      // Each parent directory has its entry before its first file, as in the tars real tools write.
+      for (int slash = f.getKey().indexOf('/'); slash > 0; slash = f.getKey().indexOf('/', slash + 1)) {
+        String dir = f.getKey().substring(0, slash + 1);
+        if (dirs.add(dir)) {
+          TarWriter.writeHeader(out, new TarHeader(dir, TarHeader.DIR, 0, 0755, 0, 0, "", "", Instant.EPOCH, "", 0, 0,
+              Map.of()));
+        }
+      }
       TarWriter.writeHeader(out, TarHeader.regular(f.getKey(), f.getValue().length, 0644, Instant.EPOCH));
       out.write(f.getValue());
       TarWriter.pad(out, f.getValue().length);
