@@ -1,7 +1,6 @@
 package dev.flatpull.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
@@ -24,6 +23,7 @@ import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
 import dev.flatpull.pagecache.PageCache;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -31,17 +31,19 @@ import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * A real Debian root file system in two layers, converted to eStargz and zstd:chunked, mounted layer by layer with
- * FUSE and stacked with overlayfs, is identical to what {@code umoci unpack} makes of the same image: every entry's
- * type, bits, owner, size, bytes, mtime, link target, device numbers, user xattrs and hard-link identity, and the
- * upper layer's whiteouts and opaque directory.
+ * FUSE (on each engine) and stacked with overlayfs, is identical to what {@code umoci unpack} makes of the same
+ * image: every entry's type, bits, owner, size, bytes, mtime, link target, device numbers, user xattrs and hard-link
+ * identity, and the upper layer's whiteouts and opaque directory. The image is built and converted once for all.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class DebianRootfsIT {
@@ -73,9 +75,10 @@ class DebianRootfsIT {
     }
   }
 
-  /** The engine every mount of this suite takes; {@link DebianRootfsLibfuseIT} runs it on the other one. */
-  FuseSettings.Engine engine() {
-    return LayerMount.DEFAULT_ENGINE;
+  /** Each engine with each format: both engines show a real root file system exactly. */
+  static Stream<Arguments> enginesAndFormats() {
+    return Stream.of(FuseSettings.Engine.values()).flatMap(e -> Stream.of("estargz", "zstd-chunked")
+        .map(f -> Arguments.of(e, f)));
   }
 
   @AfterAll
@@ -100,16 +103,22 @@ class DebianRootfsIT {
     }
   }
 
-  /**
-   * Mounts the image {@code tag} names, each layer's index from its TOC or, with {@code fromKeptIndexes}, from the
-   * index file an earlier open of the layer kept in the page cache's directory.
-   */
-  private Path mountImage(String tag, boolean fromKeptIndexes) throws Exception {
-    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    String name = tag + (fromKeptIndexes ? "-kept" : "");
+  /** A page cache of its own, named {@code name}: its content and its kept index files. */
+  private PageCache cacheFor(String name) throws IOException {
     PageCache cache = PageCache.open(work.resolve("cache-" + name),
         new CacheSettings(Optional.empty(), 64L << 20, 4L << 30, Duration.ofSeconds(10)));
     caches.add(cache);
+    return cache;
+  }
+
+  /**
+   * Mounts the image {@code tag} names on {@code engine} over {@code cache}, each layer's index from its TOC or, with
+   * {@code fromKeptIndexes}, from the index file the earlier mount kept in the page cache's directory.
+   */
+  private Path mountImage(FuseSettings.Engine engine, String tag, PageCache cache, boolean fromKeptIndexes)
+      throws Exception {
+    FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
+    String name = engine.configName() + "-" + tag + (fromKeptIndexes ? "-kept" : "");
     ImageReference ref = ImageReference.parse(registry.address() + "/it/debian:" + tag);
     List<String> lower = new ArrayList<>();
     // The mounts read through these clients until tearDown closes them.
@@ -120,18 +129,13 @@ class DebianRootfsIT {
     List<Descriptor> layers = client.resolve(ref, Platform.current()).manifest().layers();
     LayerOpener opener = new LayerOpener(client, config, work.resolve("layers-" + name))
         .keepingIndexes(new KeptIndexes(cache.namedFiles(), Runnable::run));
-    if (fromKeptIndexes) {
-      for (Descriptor d : layers) {
-        assertFalse(opener.open(d).index().fromKeptFile(), "the first open of a layer reads its TOC");
-      }
-    }
     for (int i = 0; i < layers.size(); i++) {
       LazyLayer lazy = opener.open(layers.get(i));
       assertEquals(fromKeptIndexes, lazy.index().fromKeptFile(), "layer " + i + " opened from its kept index file");
       LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
-          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(name + "-layer" + i), engine());
+          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(name + "-layer" + i), engine);
       mounts.add(m);
-      assertEquals(engine(), m.engine(), "no fallback");
+      assertEquals(engine, m.engine(), "no fallback");
       lower.add(0, m.mountPoint().toString());
     }
     Path merged = Files.createDirectories(work.resolve(name + "-merged"));
@@ -141,25 +145,27 @@ class DebianRootfsIT {
     return merged;
   }
 
+  /**
+   * The image as mounted on a node that never saw it, and again as a second mount on the same node reads it: every
+   * layer's index from the file the first mount kept, not from its TOC, and the content from the page cache.
+   */
   @ParameterizedTest
-  @ValueSource(strings = {"estargz", "zstd-chunked"})
-  void mountedImage_isIdenticalToUmociUnpack(String tag) throws Exception {
+  @MethodSource("enginesAndFormats")
+  void mountedImage_isIdenticalToUmociUnpack_andSoIsItsRemountFromKeptIndexFiles(FuseSettings.Engine engine, String tag)
+      throws Exception {
     assertTrue(reference.size() > 3000, "a real root file system: " + reference.size() + " entries");
     assertTrue(reference.get("dev/null") != null && reference.get("dev/null").contains("type=20000"), "device nodes");
     assertEquals(null, reference.get("etc/motd"), "the upper layer deletes /etc/motd");
     assertEquals(null, reference.get("var/log/apt"), "and /var/log/apt");
     assertTrue(reference.get("usr/local/bin/hello").contains("user.flatpull.note="), reference.get("usr/local/bin/hello"));
-    TreeSnapshot mounted = TreeSnapshot.of(mountImage(tag, false));
+    PageCache cache = cacheFor(engine.configName() + "-" + tag);
+    TreeSnapshot mounted = TreeSnapshot.of(mountImage(engine, tag, cache, false));
     List<String> diff = reference.differences(mounted, 20);
     assertTrue(diff.isEmpty(), diff.size() + "+ differences, first ones:\n" + String.join("\n", diff));
-  }
 
-  /** The same image mounted a second time on the node: every layer's index read from its kept file, not its TOC. */
-  @ParameterizedTest
-  @ValueSource(strings = {"estargz", "zstd-chunked"})
-  void mountedFromKeptIndexFiles_isIdenticalToUmociUnpack(String tag) throws Exception {
-    TreeSnapshot mounted = TreeSnapshot.of(mountImage(tag, true));
-    List<String> diff = reference.differences(mounted, 20);
-    assertTrue(diff.isEmpty(), diff.size() + "+ differences, first ones:\n" + String.join("\n", diff));
+    TreeSnapshot remounted = TreeSnapshot.of(mountImage(engine, tag, cache, true));
+    diff = reference.differences(remounted, 20);
+    assertTrue(diff.isEmpty(), "remounted from kept index files: " + diff.size() + "+ differences, first ones:\n"
+        + String.join("\n", diff));
   }
 }
