@@ -2,6 +2,7 @@ package dev.flatpull.core;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
@@ -39,5 +40,46 @@ class DigestTest {
   void byteRange_rejectsNegativeAndFormatsHttpRanges() {
     assertThrows(IllegalArgumentException.class, () -> new ByteRange(-1, 3));
     assertEquals("bytes=10-19", new ByteRange(10, 10).httpRangeHeader());
+  }
+
+  @Test
+  void digestText_isExactlyTheAlgorithmsLengthOfLowerCaseHex_throughEitherDoor() {
+    String hex = Digest.sha256(new byte[] {1}).hex();
+    Digest parsed = Digest.parse("sha256:" + hex);
+    Digest built = new Digest("sha256", hex);
+    assertEquals(parsed, built);
+    assertEquals(parsed.hashCode(), built.hashCode(), "the in-place parse hashes as the constructor does");
+    assertEquals(Digest.sha256(new byte[] {1}), built);
+    String sha512 = "0123456789abcdef".repeat(8);
+    assertEquals(sha512, Digest.parse("sha512:" + sha512).hex());
+    assertEquals("sha512", Digest.parse("sha512:" + sha512).algorithm());
+    for (String bad : new String[] {hex.toUpperCase(java.util.Locale.ROOT), hex.substring(2), hex + "00",
+        hex.substring(1) + "g"}) {
+      assertThrows(IllegalArgumentException.class, () -> Digest.parse("sha256:" + bad), bad);
+      assertThrows(IllegalArgumentException.class, () -> new Digest("sha256", bad), bad);
+    }
+    String m = assertThrows(IllegalArgumentException.class, () -> Digest.parse(":" + hex)).getMessage();
+    assertTrue(m.contains("expected algorithm:hex"), m);
+  }
+
+  @Test
+  void boundedInputStream_passesExactlyItsLimit() throws Exception {
+    var in = new BoundedInputStream(new java.io.ByteArrayInputStream(new byte[10]), "exact", 10);
+    assertEquals(10, in.readAllBytes().length);
+    assertEquals(10, in.count());
+    var one = new BoundedInputStream(new java.io.ByteArrayInputStream(new byte[11]), "one more", 10);
+    for (int i = 0; i < 10; i++) {
+      assertEquals(0, one.read());
+    }
+    assertThrows(SizeLimitExceededException.class, one::read);
+  }
+
+  @Test
+  void byteRange_acceptsItsBoundaries() {
+    assertEquals(3, new ByteRange(0, 3).end());
+    assertTrue(new ByteRange(5, 0).isEmpty());
+    assertEquals(Long.MAX_VALUE, new ByteRange(Long.MAX_VALUE - 3, 3).end());
+    assertThrows(IllegalArgumentException.class, () -> new ByteRange(Long.MAX_VALUE - 2, 3));
+    assertThrows(IllegalArgumentException.class, () -> new ByteRange(0, -1));
   }
 }

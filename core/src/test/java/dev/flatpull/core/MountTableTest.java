@@ -31,4 +31,23 @@ class MountTableTest {
     assertEquals("/end\\", MountTable.unescape("/end\\"));
     assertEquals("/plain", MountTable.unescape("/plain"));
   }
+
+  @Test
+  void parse_keepsShortButWellFormedLines_andEndsWithoutASeparatorOrType() {
+    List<MountTable.Mount> m = MountTable.parse(List.of(
+        "1 2 0:1 / /seven rw shared:7",
+        "1 2 0:2 / /no-separator rw shared:1 master:2",
+        "1 2 0:3 / /separator-last rw -"));
+    assertEquals(3, m.size(), "seven fields are enough");
+    assertEquals(Path.of("/seven"), m.get(0).point());
+    assertEquals(List.of("shared:1", "master:2"), m.get(1).optional());
+    assertEquals("", m.get(1).type());
+    assertEquals("", m.get(2).type());
+  }
+
+  @Test
+  void unescape_atEitherEnd() {
+    assertEquals(" x", MountTable.unescape("\\040x"));
+    assertEquals("/a ", MountTable.unescape("/a\\040"));
+  }
 }

@@ -272,8 +272,9 @@ class RuntimeImageStreamTest {
     AtomicInteger loads = new AtomicInteger();
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try {
-      Future<RuntimeImageStream.Outcome> stream = pool.submit(() -> load(held, new ArrayList<>()));
+      // Named before the stream starts: naming it clears the registry's log, which could erase the stream's request.
       String blob = "/blobs/sha256:" + artifactBlob().hex();
+      Future<RuntimeImageStream.Outcome> stream = pool.submit(() -> load(held, new ArrayList<>()));
       while (registry.log.stream().noneMatch(l -> l.contains(blob))) {
         Thread.sleep(5);
       }
