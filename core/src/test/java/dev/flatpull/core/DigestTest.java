@@ -1,6 +1,9 @@
 package dev.flatpull.core;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -50,6 +53,7 @@ class DigestTest {
     assertEquals(parsed, built);
     assertEquals(parsed.hashCode(), built.hashCode(), "the in-place parse hashes as the constructor does");
     assertEquals(Digest.sha256(new byte[] {1}), built);
+    assertNotEquals(built.hashCode(), Digest.sha256(new byte[] {2}).hashCode());
     String sha512 = "0123456789abcdef".repeat(8);
     assertEquals(sha512, Digest.parse("sha512:" + sha512).hex());
     assertEquals("sha512", Digest.parse("sha512:" + sha512).algorithm());
@@ -64,12 +68,14 @@ class DigestTest {
 
   @Test
   void boundedInputStream_passesExactlyItsLimit() throws Exception {
-    var in = new BoundedInputStream(new java.io.ByteArrayInputStream(new byte[10]), "exact", 10);
-    assertEquals(10, in.readAllBytes().length);
+    byte[] ten = "0123456789".getBytes(StandardCharsets.US_ASCII);
+    var in = new BoundedInputStream(new java.io.ByteArrayInputStream(ten), "exact", 10);
+    assertArrayEquals(ten, in.readAllBytes());
     assertEquals(10, in.count());
-    var one = new BoundedInputStream(new java.io.ByteArrayInputStream(new byte[11]), "one more", 10);
+    var one = new BoundedInputStream(new java.io.ByteArrayInputStream("0123456789!".getBytes(StandardCharsets.US_ASCII)),
+        "one more", 10);
     for (int i = 0; i < 10; i++) {
-      assertEquals(0, one.read());
+      assertEquals('0' + i, one.read());
     }
     assertThrows(SizeLimitExceededException.class, one::read);
   }
@@ -77,6 +83,7 @@ class DigestTest {
   @Test
   void byteRange_acceptsItsBoundaries() {
     assertEquals(3, new ByteRange(0, 3).end());
+    assertFalse(new ByteRange(0, 3).isEmpty());
     assertTrue(new ByteRange(5, 0).isEmpty());
     assertEquals(Long.MAX_VALUE, new ByteRange(Long.MAX_VALUE - 3, 3).end());
     assertThrows(IllegalArgumentException.class, () -> new ByteRange(Long.MAX_VALUE - 2, 3));

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.core.Await;
 import dev.flatpull.fuse.ReadActivity;
 import java.time.Duration;
 import java.util.concurrent.CountDownLatch;
@@ -56,9 +57,7 @@ class SparesTest {
 
     assertEquals("spares-test-builder", spares.take());
     // The one taken is replaced (no read is busy): back to three, never more.
-    for (int i = 0; i < 1000 && spares.ready() < 3; i++) {
-      Thread.sleep(5);
-    }
+    Await.until(Duration.ofSeconds(5), () -> spares.ready() >= 3, () -> spares.ready() + " spares ready");
     assertEquals(3, spares.ready());
     assertEquals(4, builds.count.get());
   }
@@ -77,9 +76,7 @@ class SparesTest {
     activity.end();
     now.addAndGet(QUIET.toNanos());
     activity.recheck();
-    for (int i = 0; i < 1000 && spares.ready() < 2; i++) {
-      Thread.sleep(5);
-    }
+    Await.until(Duration.ofSeconds(5), () -> spares.ready() >= 2, () -> spares.ready() + " spares ready");
     assertEquals(2, spares.ready());
     assertNotEquals(Thread.currentThread().getName(), spares.take());
   }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
+import dev.flatpull.core.Await;
 import dev.flatpull.fetcher.convert.ConvertedLayer;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
@@ -305,7 +306,7 @@ class LayerPrefetcherTest {
     LayerPrefetcher p = new LayerPrefetcher(layer, cache, activity, List.of(), true);
     Thread t = new Thread(p);
     t.start();
-    Thread.sleep(300);
+    awaitBlocked(t);
     assertEquals(0, requests.get(), "background fetching steps aside while a read waits");
     activity.end();
     t.join(10_000);
@@ -343,14 +344,7 @@ class LayerPrefetcherTest {
 
   /** Until {@code t} waits on a monitor (it re-checks the clock every millisecond of its own at most). */
   private static void awaitBlocked(Thread t) throws InterruptedException {
-    for (int i = 0; i < 1000; i++) {
-      Thread.State s = t.getState();
-      if (s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING) {
-        return;
-      }
-      Thread.sleep(5);
-    }
-    throw new AssertionError("the background thread never waited: " + t.getState());
+    Await.waiting(Duration.ofSeconds(5), List.of(t));
   }
 
   /**
@@ -467,7 +461,9 @@ class LayerPrefetcherTest {
     LayerChunk firstChunk = layer.index().entry("lib/part0.so").orElseThrow().chunks().get(0);
     java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
     java.util.concurrent.ExecutorService transfers = java.util.concurrent.Executors.newCachedThreadPool();
-    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+    List<Thread> poolThreads = new java.util.concurrent.CopyOnWriteArrayList<>();
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2,
+        Await.recording(poolThreads));
     LazyLayer streamed = new LazyLayer(layer.index(), streamingGated(firstChunk.stored().end(), gate, false), 64 * 1024,
         Runnable::run, transfers);
     LayerContentReader reader = new LayerContentReader(streamed, cache, LayerContentReader.DEFAULT_READAHEAD,
@@ -484,7 +480,8 @@ class LayerPrefetcherTest {
         reader.read(part0, later.fileOffset(), b, b.length);
         return b;
       });
-      Thread.sleep(200);
+      Await.until(Duration.ofSeconds(5), () -> poolThreads.size() == 2, () -> poolThreads + " started");
+      Await.waiting(Duration.ofSeconds(5), poolThreads);
       assertFalse(tail.isDone(), "a read of the readahead waits for it to arrive");
       gate.countDown();
       assertArrayEquals(Arrays.copyOfRange(files.get("lib/part0.so"), (int) later.fileOffset(),

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
+import dev.flatpull.core.Await;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.DigestMismatchException;
 import dev.flatpull.core.VerifiedContent;
@@ -263,9 +264,30 @@ class PageCacheTest {
     Path a = again.namedFiles().find("layer-index-a").orElseThrow();
     assertArrayEquals(new byte[300_000], Files.readAllBytes(a), "kept across a restart");
     assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(a)));
+    long before = again.stats().diskBytes();
     again.namedFiles().remove("layer-index-a");
     assertEquals(Optional.empty(), again.namedFiles().find("layer-index-a"));
     assertFalse(Files.exists(a));
+    assertEquals(before - 300_000, again.stats().diskBytes(), "a removed file's bytes leave the disk's count");
+  }
+
+  @Test
+  void namedFiles_keptBeyondTheBudget_evictTheLeastRecent_andARestartKnowsWhichThatIs() throws Exception {
+    PageCache cache = open(0, 1_000_000, Duration.ofSeconds(1));
+    keep(cache, "old", new byte[400_000]);
+    // A restart orders what it finds by modification time: make the order plain to a coarse file-system clock.
+    Files.setLastModifiedTime(cache.namedFiles().find("old").orElseThrow(),
+        java.nio.file.attribute.FileTime.fromMillis(System.currentTimeMillis() - 60_000));
+    keep(cache, "new", new byte[400_000]);
+    cache.close();
+    opened.remove(cache);
+
+    PageCache again = open(0, 1_000_000, Duration.ofSeconds(1));
+    assertEquals(800_000, again.stats().diskBytes());
+    keep(again, "newest", new byte[400_000]);
+    assertTrue(again.stats().diskBytes() <= 1_000_000, "kept within budget: " + again.stats().diskBytes());
+    assertEquals(Optional.empty(), again.namedFiles().find("old"), "the least recent goes");
+    assertTrue(again.namedFiles().find("new").isPresent() && again.namedFiles().find("newest").isPresent());
   }
 
   @Test
@@ -295,7 +317,8 @@ class PageCacheTest {
     Digest d = Digest.sha256(b);
     AtomicInteger calls = new AtomicInteger();
     CountDownLatch release = new CountDownLatch(1);
-    ExecutorService pool = Executors.newFixedThreadPool(8);
+    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ExecutorService pool = Executors.newFixedThreadPool(8, Await.recording(readers));
     try {
       List<Future<byte[]>> all = new ArrayList<>();
       for (int i = 0; i < 8; i++) {
@@ -309,7 +332,9 @@ class PageCacheTest {
           return v(b);
         })));
       }
-      Thread.sleep(200);
+      // Every reader is in: one loading (held), seven waiting for its load.
+      Await.until(Duration.ofSeconds(10), () -> readers.size() == 8, () -> readers.size() + " readers started");
+      Await.waiting(Duration.ofSeconds(10), readers);
       release.countDown();
       for (Future<byte[]> f : all) {
         assertArrayEquals(b, f.get(10, TimeUnit.SECONDS));
@@ -354,10 +379,12 @@ class PageCacheTest {
     Reservation r = cache.reserve(d).orElseThrow();
     assertEquals(Optional.empty(), cache.reserve(d), "one producer per entry");
     AtomicInteger loads = new AtomicInteger();
-    ExecutorService pool = Executors.newSingleThreadExecutor();
+    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
     try {
       Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return v(b); }));
-      Thread.sleep(200);
+      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
+      Await.waiting(Duration.ofSeconds(10), readers);
       assertTrue(!reader.isDone(), "the reader waits for the producer");
       r.fill(v(b));
       assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
@@ -375,10 +402,12 @@ class PageCacheTest {
     byte[] b = bytes(30_000);
     Digest d = Digest.sha256(b);
     Reservation r = cache.reserve(d).orElseThrow();
-    ExecutorService pool = Executors.newSingleThreadExecutor();
+    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
     try {
       Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> v(b)));
-      Thread.sleep(100);
+      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
+      Await.waiting(Duration.ofSeconds(10), readers);
       assertThrows(DigestMismatchException.class, () -> r.fill(v(bytes(30_000))));
       assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
     } finally {

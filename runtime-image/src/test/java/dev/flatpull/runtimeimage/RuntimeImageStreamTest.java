@@ -11,6 +11,7 @@ import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.config.RuntimeImageSettings.Limits;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.config.RegistryCredentials;
+import dev.flatpull.core.Await;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.VerifiedContent;
 import dev.flatpull.fetcher.layer.LayerFormat;
@@ -275,9 +276,8 @@ class RuntimeImageStreamTest {
       // Named before the stream starts: naming it clears the registry's log, which could erase the stream's request.
       String blob = "/blobs/sha256:" + artifactBlob().hex();
       Future<RuntimeImageStream.Outcome> stream = pool.submit(() -> load(held, new ArrayList<>()));
-      while (registry.log.stream().noneMatch(l -> l.contains(blob))) {
-        Thread.sleep(5);
-      }
+      Await.until(Duration.ofSeconds(10), () -> registry.log.stream().anyMatch(l -> l.contains(blob)),
+          () -> "the stream asked for " + blob + ": " + registry.log);
       byte[] got = held.getOrLoad(wanted, () -> {
         loads.incrementAndGet();
         return VerifiedContent.check(wanted, "lazy", truth);

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.github.luben.zstd.ZstdInputStream;
 import dev.flatpull.config.FetchLimits;
+import dev.flatpull.core.Await;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.DigestMismatchException;
 import java.io.ByteArrayInputStream;
@@ -14,6 +15,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -252,7 +254,6 @@ class LazyLayerRoundTripTest {
       fetches.incrementAndGet();
       try {
         allWaiting.await();
-        Thread.sleep(100);
       } catch (InterruptedException e) {
         throw new java.io.InterruptedIOException();
       }
@@ -260,7 +261,8 @@ class LazyLayerRoundTripTest {
     };
     LazyLayer lazy = new LazyLayer(index, slow, 0);
     LayerEntry odd = index.entry("usr/share/doc/odd").orElseThrow();
-    ExecutorService pool = Executors.newFixedThreadPool(8);
+    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ExecutorService pool = Executors.newFixedThreadPool(8, Await.recording(readers));
     try {
       List<Future<byte[]>> results = new ArrayList<>();
       for (int i = 0; i < 8; i++) {
@@ -270,7 +272,9 @@ class LazyLayerRoundTripTest {
           return b;
         }));
       }
-      Thread.sleep(200);
+      // Every reader is in: one fetching (held), seven waiting for its fetch.
+      Await.until(Duration.ofSeconds(10), () -> readers.size() == 8, () -> readers.size() + " readers started");
+      Await.waiting(Duration.ofSeconds(10), readers);
       allWaiting.countDown();
       for (Future<byte[]> f : results) {
         assertArrayEquals(tar.item("usr/share/doc/odd").content(), f.get());
