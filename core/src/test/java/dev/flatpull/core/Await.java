@@ -3,7 +3,6 @@ package dev.flatpull.core;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.ThreadFactory;
-import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 
 /**
@@ -15,15 +14,20 @@ public final class Await {
 
   private Await() {}
 
+  /** A condition that may fail to be evaluated (a metrics scrape, a directory listing): the failure ends the wait. */
+  @FunctionalInterface
+  public interface Condition {
+    boolean holds() throws Exception;
+  }
+
   /**
    * Returns once {@code condition} holds; fails with {@code what} when it does not within {@code limit}.
    *
    * @throws AssertionError naming what was awaited
    */
-  public static void until(Duration limit, BooleanSupplier condition, Supplier<String> what)
-      throws InterruptedException {
+  public static void until(Duration limit, Condition condition, Supplier<String> what) throws Exception {
     long deadline = System.nanoTime() + limit.toNanos();
-    while (!condition.getAsBoolean()) {
+    while (!condition.holds()) {
       if (System.nanoTime() - deadline > 0) {
         throw new AssertionError("not within " + limit + ": " + what.get());
       }
@@ -39,7 +43,7 @@ public final class Await {
    * each has reached the wait the test holds it at, so what the test asserts next is not decided by the scheduler. A
    * thread blocked on entering a monitor is not counted: that wait is a passing one.
    */
-  public static void waiting(Duration limit, List<Thread> threads) throws InterruptedException {
+  public static void waiting(Duration limit, List<Thread> threads) throws Exception {
     until(limit, () -> threads.stream().allMatch(Await::isWaiting), () -> "threads waiting: " + threads.stream()
         .map(t -> t.getName() + " " + t.getState()).toList());
   }

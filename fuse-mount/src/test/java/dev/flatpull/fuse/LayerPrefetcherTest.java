@@ -343,7 +343,7 @@ class LayerPrefetcherTest {
   }
 
   /** Until {@code t} waits on a monitor (it re-checks the clock every millisecond of its own at most). */
-  private static void awaitBlocked(Thread t) throws InterruptedException {
+  private static void awaitBlocked(Thread t) throws Exception {
     Await.waiting(Duration.ofSeconds(5), List.of(t));
   }
 

@@ -5,10 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.core.Await;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -59,16 +61,11 @@ class MountCommandIT {
   }
 
   private void awaitMounted(Path mountPoint, Process p) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (System.nanoTime() < deadline) {
+    // The command's own word, not the directory: a stale mount can still show cached entries.
+    Await.until(Duration.ofSeconds(60), () -> {
       assertTrue(p.isAlive(), () -> "mount exited: " + log());
-      // The command's own word, not the directory: a stale mount can still show cached entries.
-      if (Cli.mountSaysMounted(log()) && Files.exists(mountPoint.resolve("etc/motd"))) {
-        return;
-      }
-      Thread.sleep(200);
-    }
-    throw new AssertionError("not mounted within 60 s: " + log());
+      return Cli.mountSaysMounted(log()) && Files.exists(mountPoint.resolve("etc/motd"));
+    }, () -> "mounted: " + log());
   }
 
   private String log() {

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.core.Await;
 import dev.flatpull.snapshotter.api.snapshots.v1.CommitSnapshotRequest;
 import dev.flatpull.snapshotter.api.snapshots.v1.Info;
 import dev.flatpull.snapshotter.api.snapshots.v1.Kind;
@@ -95,11 +96,8 @@ class RemoteSnapshotIT {
     }
     // Before any container runs, what containerd's create reads (/etc/passwd, /etc/group) is fetched: the layer has no
     // landmark files and background fetch is off here, so nothing else reaches the page cache.
-    double cached = 0;
-    for (int i = 0; i < 100 && (cached = metric("flatpull_page_cache_disk_entries")) == 0; i++) {
-      Thread.sleep(100);
-    }
-    assertTrue(cached >= 1, "nothing prefetched after the pull");
+    Await.until(Duration.ofSeconds(10), () -> metric("flatpull_page_cache_disk_entries") >= 1,
+        () -> "nothing prefetched after the pull");
     long afterPull = (long) metric("flatpull_registry_bytes_total");
 
     Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "py1",
@@ -118,9 +116,9 @@ class RemoteSnapshotIT {
   void cacheEmpty_onARunningNode_makesTheNextStartFetchAgain() throws Exception {
     String[] oneLiner = {"/usr/bin/python3", "-c", "import json, http.server; print(json.dumps({'ok': 40 + 2}))"};
     long before = (long) metric("flatpull_registry_bytes_total");
-    for (int i = 0; i < 100 && metric("flatpull_page_cache_disk_entries") == 0; i++) {
-      Thread.sleep(100); // written behind
-    }
+    // Written behind.
+    Await.until(Duration.ofSeconds(10), () -> metric("flatpull_page_cache_disk_entries") > 0,
+        () -> "the first start left content in the page cache");
     double entries = metric("flatpull_page_cache_disk_entries");
     assertTrue(entries > 0, "the first start left content in the page cache");
 

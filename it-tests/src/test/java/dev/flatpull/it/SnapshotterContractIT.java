@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.FieldMask;
+import dev.flatpull.core.Await;
 import dev.flatpull.snapshotter.api.snapshots.v1.CommitSnapshotRequest;
 import dev.flatpull.snapshotter.api.snapshots.v1.Info;
 import dev.flatpull.snapshotter.api.snapshots.v1.Kind;
@@ -26,6 +27,7 @@ import io.grpc.StatusRuntimeException;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -183,10 +185,8 @@ class SnapshotterContractIT {
     for (String k : List.of(active, view, pathLike)) {
       api.remove(RemoveSnapshotRequest.newBuilder().setKey(k).build());
     }
-    for (int i = 0; i < 100 && snapshotDirs() != dirsBefore; i++) {
-      Thread.sleep(50);
-    }
-    assertEquals(dirsBefore, snapshotDirs(), "snapshot directories left behind");
+    Await.until(Duration.ofSeconds(5), () -> snapshotDirs() == dirsBefore,
+        () -> "snapshot directories left behind: " + dirsBefore + " before");
   }
 
   @Test
