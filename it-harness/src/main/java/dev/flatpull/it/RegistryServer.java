@@ -65,7 +65,25 @@ public final class RegistryServer implements AutoCloseable {
         """.formatted(upstream));
   }
 
+  /**
+   * A port that no process listens on can still be taken: a container engine publishes ports with NAT rules, not
+   * listeners, so a container left running (by a killed test run) holds one that looks free. A registry that binds
+   * such a port never answers on it; it is stopped and started again on another port, a few times.
+   */
   private static RegistryServer startProcess(String extraConfig) throws IOException, InterruptedException {
+    IOException last = null;
+    for (int attempt = 0; attempt < 3; attempt++) {
+      try {
+        return startProcessOnce(extraConfig);
+      } catch (IOException e) {
+        last = e;
+        System.err.println("registry: " + e.getMessage() + "; trying another port");
+      }
+    }
+    throw last;
+  }
+
+  private static RegistryServer startProcessOnce(String extraConfig) throws IOException, InterruptedException {
     Path program = Processes.require("docker-registry");
     Path dir = Files.createTempDirectory("flatpull-registry");
     int port = Processes.freePort();
@@ -85,7 +103,12 @@ public final class RegistryServer implements AutoCloseable {
     Process p = new ProcessBuilder(program.toString(), "serve", config.toString())
         .redirectErrorStream(true).redirectOutput(dir.resolve("registry.log").toFile()).start();
     RegistryServer server = new RegistryServer(p, null, dir, port);
-    server.awaitReady(Duration.ofSeconds(30));
+    try {
+      server.awaitReady(Duration.ofSeconds(30));
+    } catch (IOException e) {
+      server.close();
+      throw new IOException(e.getMessage() + " on port " + port, e);
+    }
     return server;
   }
 
