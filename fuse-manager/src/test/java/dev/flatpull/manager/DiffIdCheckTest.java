@@ -6,25 +6,21 @@ import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.VerifiedContent;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
-import dev.flatpull.fetcher.convert.LazyLayerWriter;
+import dev.flatpull.fetcher.layer.BlobReader;
+import dev.flatpull.fetcher.layer.BuiltLayer;
 import dev.flatpull.fetcher.layer.EntryType;
-import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LayerChunk;
 import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.layer.ZstdChunkedToc;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fetcher.tar.TarHeader;
-import dev.flatpull.fetcher.tar.TarWriter;
 import dev.flatpull.pagecache.PageCache;
-import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
@@ -63,7 +59,7 @@ class DiffIdCheckTest {
   private record Layer(LayerIndex index, LazyLayer lazy, Descriptor descriptor, Digest diffId) {}
 
   private Layer layer(LayerFormat format) throws Exception {
-    ByteArrayOutputStream tar = new ByteArrayOutputStream();
+    LayerTar tar = new LayerTar();
     Random r = new Random(5);
     for (int i = 0; i < 20; i++) {
       byte[] content = new byte[1000 + r.nextInt(200_000)];
@@ -71,22 +67,12 @@ class DiffIdCheckTest {
       if (i % 5 == 0) {
         content = new byte[150_000];
       }
-      TarWriter.writeHeader(tar, TarHeader.regular("f" + i, content.length, 0644, Instant.parse("2024-01-01T00:00:00Z")));
-      tar.write(content);
-      TarWriter.pad(tar, content.length);
+      tar.entry(TarHeader.regular("f" + i, content.length, 0644, Instant.parse("2024-01-01T00:00:00Z")), content);
     }
-    TarWriter.writeEnd(tar);
-    Path src = Files.write(dir.resolve("src-" + format + ".tar"), tar.toByteArray());
-    Path out = dir.resolve("out-" + format);
-    ConvertedLayer c = new LazyLayerWriter(format, 64 << 10, 3).write(src, out, List.of());
-    byte[] blob = Files.readAllBytes(out);
-    String mediaType = format == LayerFormat.ESTARGZ ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER_ZSTD;
-    Descriptor d = new Descriptor(mediaType, c.digest(), c.size(), c.annotations());
-    dev.flatpull.fetcher.layer.BlobReader reader =
-        range -> java.util.Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
-    LayerIndex index = format == LayerFormat.ESTARGZ ? EstargzToc.read(d, reader, FetchLimits.DEFAULTS)
-        : ZstdChunkedToc.read(d, reader, FetchLimits.DEFAULTS);
-    return new Layer(index, new LazyLayer(index, reader, 0), d, c.diffId());
+    BuiltLayer built = BuiltLayer.write(tar.bytes(), format, 64 << 10, List.of(), dir);
+    BlobReader reader = built.reader();
+    LayerIndex index = built.index(reader, FetchLimits.DEFAULTS);
+    return new Layer(index, new LazyLayer(index, reader, 0), built.descriptor, built.converted.diffId());
   }
 
   /** Every chunk of the layer fetched into the page cache, as a finished background fetch leaves it. */

@@ -6,26 +6,17 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
-import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Await;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
-import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
-import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.BuiltLayer;
 import dev.flatpull.fetcher.layer.LayerChunk;
 import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.MediaTypes;
-import dev.flatpull.fetcher.tar.TarHeader;
-import dev.flatpull.fetcher.tar.TarWriter;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.pagecache.PageCache;
-import java.io.ByteArrayOutputStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -42,36 +33,27 @@ import org.junit.jupiter.api.io.TempDir;
 class LayerPrefetcherTest {
   @TempDir Path dir;
   private final Map<String, byte[]> files = new LinkedHashMap<>();
-  private final AtomicInteger requests = new AtomicInteger();
+  /** Ranges the layer's blob was read in. */
+  private AtomicInteger requests;
   private LazyLayer layer;
   private PageCache cache;
 
   @BeforeEach
   void layer() throws Exception {
     Random r = new Random(3);
-    ByteArrayOutputStream tar = new ByteArrayOutputStream();
+    LayerTar tar = new LayerTar();
     for (int i = 0; i < 12; i++) {
       byte[] b = new byte[150_000 + i * 1000];
       r.nextBytes(b);
       String name = "lib/part" + i + ".so";
       files.put(name, b);
-      TarWriter.writeHeader(tar, TarHeader.regular(name, b.length, 0644, Instant.EPOCH));
-      tar.write(b);
-      TarWriter.pad(tar, b.length);
+      tar.file(name, b);
     }
-    TarWriter.writeEnd(tar);
-    Path src = dir.resolve("src.tar");
-    Files.write(src, tar.toByteArray());
-    ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, 64 * 1024, 1)
-        .write(src, dir.resolve("blob"), List.of("lib/part7.so", "lib/part2.so"));
-    byte[] blob = Files.readAllBytes(dir.resolve("blob"));
-    layerBlob = blob;
-    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations());
-    BlobReader reader = range -> {
-      requests.incrementAndGet();
-      return Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
-    };
-    layer = new LazyLayer(EstargzToc.read(d, reader, FetchLimits.DEFAULTS), reader, 64 * 1024);
+    BuiltLayer built = BuiltLayer.write(tar.bytes(), LayerFormat.ESTARGZ, 64 * 1024,
+        List.of("lib/part7.so", "lib/part2.so"), dir);
+    layerBlob = built.blob;
+    requests = built.requests;
+    layer = built.lazy(64 * 1024);
     cache = PageCache.open(dir.resolve("cache"), new CacheSettings(Optional.empty(), 64L << 20, 1L << 30, Duration.ofSeconds(5)));
     requests.set(0);
   }

@@ -125,9 +125,7 @@ class LayerTreeTest {
     String deepDir = "d/".repeat(4096);
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     byte[] content = "deep\n".getBytes(StandardCharsets.US_ASCII);
-    TarWriter.writeHeader(out, TarHeader.regular(deepDir + "f", content.length, 0644, Instant.EPOCH));
-    out.write(content);
-    TarWriter.pad(out, content.length);
+    TarWriter.writeEntry(out, TarHeader.regular(deepDir + "f", content.length, 0644, Instant.EPOCH), content);
     TarWriter.writeEnd(out);
     Path tar = dir.resolve("deep.tar");
     Files.write(tar, out.toByteArray());

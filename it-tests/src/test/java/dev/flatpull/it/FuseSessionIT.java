@@ -8,10 +8,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.ByteRange;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -68,7 +70,7 @@ class FuseSessionIT {
       contents[i] = new byte[FILE_SIZE];
       random.nextBytes(contents[i]);
     }
-    SmallLayer small = SmallLayer.of(dir, contents);
+    InMemoryLayer small = InMemoryLayer.estargz(LayerTar.numbered(contents), dir);
     byte[] blob = small.blob();
     Descriptor d = small.descriptor();
     BlobReader reader = (ByteRange range) -> {

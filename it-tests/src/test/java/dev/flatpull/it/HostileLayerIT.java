@@ -68,9 +68,7 @@ class HostileLayerIT {
       byte[] content = ("good file " + i + "\n").repeat(500 + i * 100).getBytes(StandardCharsets.US_ASCII);
       String name = "srv/file" + i + ".txt";
       goodFiles.put(name, content);
-      TarWriter.writeHeader(tar, TarHeader.regular(name, content.length, 0644, Instant.EPOCH));
-      tar.write(content);
-      TarWriter.pad(tar, content.length);
+      TarWriter.writeEntry(tar, TarHeader.regular(name, content.length, 0644, Instant.EPOCH), content);
     }
     TarWriter.writeEnd(tar);
     HostileLayers.Blob goodLayer = HostileLayers.converted("good", tar.toByteArray(), work);

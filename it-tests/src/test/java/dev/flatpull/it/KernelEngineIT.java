@@ -7,9 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.config.FuseSettings;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -62,7 +64,7 @@ class KernelEngineIT {
     int[] modes = new int[FILES];
     Arrays.fill(modes, 0644);
     modes[SECRET] = 0600;
-    SmallLayer layer = SmallLayer.of(work, modes, files);
+    InMemoryLayer layer = InMemoryLayer.estargz(LayerTar.numbered(modes, files), work);
     byte[] blob = layer.blob();
     BlobReader r = range -> {
       blobReads.incrementAndGet();

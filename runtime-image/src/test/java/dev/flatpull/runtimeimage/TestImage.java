@@ -2,27 +2,21 @@ package dev.flatpull.runtimeimage;
 
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
-import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
-import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.BuiltLayer;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.layer.ZstdChunkedToc;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.oci.OciDocuments;
-import dev.flatpull.fetcher.tar.TarHeader;
-import dev.flatpull.fetcher.tar.TarWriter;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.PageRun;
 import dev.flatpull.trace.ServiceVersion;
 import dev.flatpull.trace.Trace;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -48,38 +42,13 @@ final class TestImage {
     this.format = format;
     for (Map<String, byte[]> files : layers) {
       layerFiles.add(files);
-      Path tar = Files.createTempFile(dir, "layer", ".tar");
-      Files.write(tar, tar(files));
-      Path out = Files.createTempFile(dir, "layer", ".blob");
-      ConvertedLayer c = new LazyLayerWriter(format, chunkSize, format == LayerFormat.ESTARGZ ? 6 : 3)
-          .write(tar, out, List.of());
-      String mediaType = format == LayerFormat.ESTARGZ ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER_ZSTD;
-      descriptors.add(new Descriptor(mediaType, c.digest(), c.size(), c.annotations()));
-      blobs.add(Files.readAllBytes(out));
+      BuiltLayer layer = BuiltLayer.write(LayerTar.of(files), format, chunkSize, List.of(), dir);
+      descriptors.add(layer.descriptor);
+      blobs.add(layer.blob);
     }
     Descriptor config = new Descriptor(MediaTypes.OCI_CONFIG, Digest.sha256(new byte[] {1}), 1, Map.of());
     manifest = (ImageManifest) OciDocuments.parse(
         OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, config, descriptors, Map.of()), MediaTypes.OCI_MANIFEST);
-  }
-
-  private static byte[] tar(Map<String, byte[]> files) throws IOException {
-    ByteArrayOutputStream out = new ByteArrayOutputStream();
-    java.util.Set<String> dirs = new java.util.HashSet<>();
-    for (Map.Entry<String, byte[]> f : files.entrySet()) {
-      // Each parent directory has its entry before its first file, as in the tars real tools write.
-      for (int slash = f.getKey().indexOf('/'); slash > 0; slash = f.getKey().indexOf('/', slash + 1)) {
-        String dir = f.getKey().substring(0, slash + 1);
-        if (dirs.add(dir)) {
-          TarWriter.writeHeader(out, new TarHeader(dir, TarHeader.DIR, 0, 0755, 0, 0, "", "", Instant.EPOCH, "", 0, 0,
-              Map.of()));
-        }
-      }
-      TarWriter.writeHeader(out, TarHeader.regular(f.getKey(), f.getValue().length, 0644, Instant.EPOCH));
-      out.write(f.getValue());
-      TarWriter.pad(out, f.getValue().length);
-    }
-    TarWriter.writeEnd(out);
-    return out.toByteArray();
   }
 
   static byte[] random(long seed, int size) {
@@ -100,9 +69,7 @@ final class TestImage {
   }
 
   LayerIndex index(int layer) throws IOException {
-    FetchLimits limits = FetchLimits.DEFAULTS;
-    return format == LayerFormat.ESTARGZ ? EstargzToc.read(descriptors.get(layer), reader(layer), limits)
-        : ZstdChunkedToc.read(descriptors.get(layer), reader(layer), limits);
+    return format.readToc(descriptors.get(layer), reader(layer), FetchLimits.DEFAULTS);
   }
 
   Map<Digest, LayerIndex> indexes() throws IOException {

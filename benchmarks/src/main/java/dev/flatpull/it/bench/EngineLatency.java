@@ -3,15 +3,16 @@ package dev.flatpull.it.bench;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.config.FuseSettings;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
-import dev.flatpull.it.SmallLayer;
 import dev.flatpull.pagecache.PageCache;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -77,7 +78,7 @@ final class EngineLatency {
       Files.write(plain.resolve("f" + i), files[i]);
     }
     Path layerDir = Files.createDirectories(dir.resolve("engine-layer"));
-    SmallLayer layer = SmallLayer.of(layerDir, files);
+    InMemoryLayer layer = InMemoryLayer.estargz(LayerTar.numbered(files), layerDir);
     byte[] blob = layer.blob();
     BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
     LazyLayer lazy = new LazyLayer(EstargzToc.read(layer.descriptor(), r, FetchLimits.DEFAULTS), r, 64 << 10);

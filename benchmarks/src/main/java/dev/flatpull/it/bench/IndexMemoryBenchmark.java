@@ -75,9 +75,7 @@ public final class IndexMemoryBenchmark {
     }
     byte[] toc = json.append("]}").toString().getBytes(StandardCharsets.UTF_8);
     ByteArrayOutputStream tar = new ByteArrayOutputStream(toc.length + 2048);
-    TarWriter.writeHeader(tar, TarHeader.regular(EstargzToc.TOC_NAME, toc.length, 0644, java.time.Instant.EPOCH));
-    tar.write(toc);
-    TarWriter.pad(tar, toc.length);
+    TarWriter.writeEntry(tar, TarHeader.regular(EstargzToc.TOC_NAME, toc.length, 0644, java.time.Instant.EPOCH), toc);
     TarWriter.writeEnd(tar);
     try (GZIPOutputStream gz = new GZIPOutputStream(blob)) {
       gz.write(tar.toByteArray());

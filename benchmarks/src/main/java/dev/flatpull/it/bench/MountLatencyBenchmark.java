@@ -2,10 +2,12 @@ package dev.flatpull.it.bench;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -38,7 +40,7 @@ public final class MountLatencyBenchmark {
       for (int i = 0; i < files.length; i++) {
         files[i] = ("file " + i + "\n").getBytes();
       }
-      dev.flatpull.it.SmallLayer layer = dev.flatpull.it.SmallLayer.of(dir, files);
+      InMemoryLayer layer = InMemoryLayer.estargz(LayerTar.numbered(files), dir);
       byte[] blob = layer.blob();
       Descriptor d = layer.descriptor();
       BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());

@@ -3,13 +3,12 @@ package dev.flatpull.it.bench;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.config.RuntimeImageSettings;
 import dev.flatpull.core.Digest;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.layer.ZstdChunkedToc;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
@@ -61,20 +60,17 @@ record SyntheticImage(ImageManifest manifest, Descriptor layerDescriptor, byte[]
         String name = "usr/lib/pkg/lib" + f + ".so";
         names.add("/" + name);
         all.writeBytes(data);
-        TarWriter.writeHeader(out, TarHeader.regular(name, data.length, 0644, Instant.EPOCH));
-        out.write(data);
-        TarWriter.pad(out, data.length);
+        TarWriter.writeEntry(out, TarHeader.regular(name, data.length, 0644, Instant.EPOCH), data);
       }
       TarWriter.writeEnd(out);
     }
-    ConvertedLayer c = new LazyLayerWriter(LayerFormat.ZSTD_CHUNKED, chunkSize, 3).write(tar, dir.resolve("out"),
+    InMemoryLayer built = InMemoryLayer.write(new LazyLayerWriter(LayerFormat.ZSTD_CHUNKED, chunkSize, 3), tar,
         List.of());
-    byte[] layerBlob = Files.readAllBytes(dir.resolve("out"));
     Files.delete(tar);
-    Files.delete(dir.resolve("out"));
-    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER_ZSTD, c.digest(), c.size(), c.annotations());
-    BlobReader reader = range -> Arrays.copyOfRange(layerBlob, (int) range.offset(), (int) range.end());
-    LayerIndex index = ZstdChunkedToc.read(d, reader, FetchLimits.DEFAULTS);
+    byte[] layerBlob = built.blob();
+    Descriptor d = built.descriptor();
+    BlobReader reader = built.reader();
+    LayerIndex index = built.index(FetchLimits.DEFAULTS);
     LazyLayer layer = new LazyLayer(index, reader, 64 << 10);
     byte[] configBlob = "{\"architecture\":\"amd64\",\"os\":\"linux\",\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[]}}"
         .getBytes(java.nio.charset.StandardCharsets.UTF_8);

@@ -1,15 +1,12 @@
 package dev.flatpull.it.bench;
 
 import dev.flatpull.config.FetchLimits;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
-import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
-import dev.flatpull.fetcher.layer.ZstdChunkedToc;
 import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.tar.TarHeader;
 import dev.flatpull.fetcher.tar.TarWriter;
 import java.io.BufferedOutputStream;
@@ -17,7 +14,6 @@ import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -57,19 +53,17 @@ public class TocParseBenchmark {
             Instant.EPOCH, "", 0, 0, java.util.Map.of()));
         for (int f = 0; f < 99; f++) {
           byte[] content = ("module " + d + "." + f + "\n").repeat(20).getBytes();
-          TarWriter.writeHeader(out, TarHeader.regular("usr/lib/pkg" + d + "/file" + f + ".py", content.length, 0644, Instant.EPOCH));
-          out.write(content);
-          TarWriter.pad(out, content.length);
+          TarWriter.writeEntry(out, TarHeader.regular("usr/lib/pkg" + d + "/file" + f + ".py", content.length, 0644,
+              Instant.EPOCH), content);
         }
       }
       TarWriter.writeEnd(out);
     }
-    ConvertedLayer c = new LazyLayerWriter(format, LazyLayerWriter.DEFAULT_CHUNK_SIZE, format == LayerFormat.ESTARGZ ? 6 : 3)
-        .write(tar, dir.resolve("out"), List.of());
-    byte[] blob = Files.readAllBytes(dir.resolve("out"));
-    descriptor = new Descriptor(format == LayerFormat.ESTARGZ ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER_ZSTD,
-        c.digest(), c.size(), c.annotations());
-    reader = r -> Arrays.copyOfRange(blob, (int) r.offset(), (int) r.end());
+    InMemoryLayer built = InMemoryLayer.write(
+        new LazyLayerWriter(format, LazyLayerWriter.DEFAULT_CHUNK_SIZE, format == LayerFormat.ESTARGZ ? 6 : 3), tar,
+        List.of());
+    descriptor = built.descriptor();
+    reader = built.reader();
     try (var walk = Files.walk(dir)) {
       walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
     }
@@ -77,8 +71,6 @@ public class TocParseBenchmark {
 
   @Benchmark
   public LayerIndex parse() throws Exception {
-    return format == LayerFormat.ESTARGZ
-        ? EstargzToc.read(descriptor, reader, FetchLimits.DEFAULTS)
-        : ZstdChunkedToc.read(descriptor, reader, FetchLimits.DEFAULTS);
+    return format.readToc(descriptor, reader, FetchLimits.DEFAULTS);
   }
 }

@@ -98,8 +98,7 @@ public final class ImageConverter {
         Files.delete(blob);
         ConvertedLayer c = new LazyLayerWriter(options.format(), options.chunkSize(), options.level())
             .write(tar, out, options.prioritized());
-        String mediaType = options.format() == LayerFormat.ESTARGZ ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER_ZSTD;
-        Descriptor d = new Descriptor(mediaType, c.digest(), c.size(), c.annotations());
+        Descriptor d = c.descriptor();
         progress.accept(step + ": " + c.entries() + " entries, " + c.chunks() + " chunks, " + mib(c.size())
             + " as " + options.format().name().toLowerCase(java.util.Locale.ROOT) + "; pushing " + c.digest().shortHex());
         destination.pushBlob(d, out);

@@ -467,7 +467,7 @@ public final class LazyLayerWriter {
     raw.flush();
     Digest diffId = Digest.of("sha256", diff);
     return new ConvertedLayer(
-        out, raw.digest(), raw.count, diffId, uncompressed, tocDigest, annotations, tocEntries.size(), chunkCount);
+        format, out, raw.digest(), raw.count, diffId, uncompressed, tocDigest, annotations, tocEntries.size(), chunkCount);
   }
 
   /** Counts and hashes the compressed bytes: their count is every stored offset, their hash the blob digest. */

@@ -46,11 +46,7 @@ public final class KeptIndexes {
         files.remove(key.fileName());
       }
     }
-    LayerIndex index = switch (format) {
-      case ESTARGZ -> EstargzToc.read(layer, remote, limits);
-      case ZSTD_CHUNKED -> ZstdChunkedToc.read(layer, remote, limits);
-      case PLAIN -> throw new IllegalArgumentException("layer " + layer.digest() + " has no TOC to index");
-    };
+    LayerIndex index = format.readToc(layer, remote, limits);
     if (files != NamedFiles.NONE && pending.add(key.fileName())) {
       writer.execute(() -> {
         if (!pending.remove(key.fileName())) {

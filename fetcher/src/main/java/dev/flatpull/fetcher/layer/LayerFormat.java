@@ -1,9 +1,11 @@
 package dev.flatpull.fetcher.layer;
 
+import dev.flatpull.config.FetchLimits;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.oci.MediaTypes.LayerCompression;
 import dev.flatpull.fetcher.oci.UnsupportedMediaTypeException;
+import java.io.IOException;
 
 /** How a layer can be read. */
 public enum LayerFormat {
@@ -47,5 +49,23 @@ public enum LayerFormat {
       return ZSTD_CHUNKED;
     }
     return PLAIN;
+  }
+
+  /** The media type of a layer written in this format. */
+  public String mediaType() {
+    return switch (this) {
+      case ESTARGZ -> MediaTypes.OCI_LAYER_GZIP;
+      case ZSTD_CHUNKED -> MediaTypes.OCI_LAYER_ZSTD;
+      case PLAIN -> throw new IllegalStateException("a plain layer may have any of the layer media types");
+    };
+  }
+
+  /** The index of {@code layer} read from its TOC through {@code blob}, the TOC verified against its descriptor. */
+  public LayerIndex readToc(Descriptor layer, BlobReader blob, FetchLimits limits) throws IOException {
+    return switch (this) {
+      case ESTARGZ -> EstargzToc.read(layer, blob, limits);
+      case ZSTD_CHUNKED -> ZstdChunkedToc.read(layer, blob, limits);
+      case PLAIN -> throw new IllegalArgumentException("layer " + layer.digest() + " has no TOC to index");
+    };
   }
 }

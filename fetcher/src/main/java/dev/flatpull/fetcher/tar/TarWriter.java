@@ -65,6 +65,13 @@ public final class TarWriter {
         Math.max(0, h.modTime().getEpochSecond()), truncate(h.linkName(), 100), h.devMajor(), h.devMinor()));
   }
 
+  /** Writes the entry {@code h} whole: its header, {@code content} (empty for all but regular files) and padding. */
+  public static void writeEntry(OutputStream out, TarHeader h, byte[] content) throws IOException {
+    writeHeader(out, h);
+    out.write(content);
+    pad(out, content.length);
+  }
+
   /** Zero bytes that round {@code size} up to a whole block. */
   public static void pad(OutputStream out, long size) throws IOException {
     int p = (int) ((BLOCK - (size % BLOCK)) % BLOCK);

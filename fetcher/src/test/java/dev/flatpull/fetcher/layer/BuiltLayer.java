@@ -3,48 +3,53 @@ package dev.flatpull.fetcher.layer;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.fetcher.convert.ConvertedLayer;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.oci.Descriptor;
-import dev.flatpull.fetcher.oci.MediaTypes;
 import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
-/** A layer written by {@link LazyLayerWriter} and held in memory, with a blob reader that counts what it serves. */
-final class BuiltLayer {
-  final byte[] blob;
-  final Descriptor descriptor;
-  final ConvertedLayer converted;
-  final LayerFormat format;
-  final AtomicInteger requests = new AtomicInteger();
-  final AtomicLong bytesServed = new AtomicLong();
+/**
+ * The tests' in-memory lazy layer: a tar written by {@link LazyLayerWriter} and held in memory, with a blob reader
+ * that counts what it serves. Every module's tests make their layers here.
+ */
+public final class BuiltLayer {
+  public final byte[] blob;
+  public final Descriptor descriptor;
+  public final ConvertedLayer converted;
+  public final LayerFormat format;
+  /** Ranges read through {@link #reader()}, and their bytes. */
+  public final AtomicInteger requests = new AtomicInteger();
+  public final AtomicLong bytesServed = new AtomicLong();
 
-  private BuiltLayer(byte[] blob, Descriptor descriptor, ConvertedLayer converted, LayerFormat format) {
-    this.blob = blob;
-    this.descriptor = descriptor;
-    this.converted = converted;
-    this.format = format;
+  private BuiltLayer(InMemoryLayer layer) {
+    this.blob = layer.blob();
+    this.descriptor = layer.descriptor();
+    this.converted = layer.converted();
+    this.format = converted.format();
   }
 
-  static BuiltLayer write(byte[] tar, LayerFormat format, long chunkSize, List<String> prioritized, Path dir)
+  /** {@code tar} in {@code format} with {@code chunkSize} chunks, {@code prioritized} first, through {@code dir}. */
+  public static BuiltLayer write(byte[] tar, LayerFormat format, long chunkSize, List<String> prioritized, Path dir)
       throws IOException {
-    Path src = Files.createTempFile(dir, "src", ".tar");
-    Path out = Files.createTempFile(dir, "out", ".blob");
-    Files.write(src, tar);
-    ConvertedLayer c = new LazyLayerWriter(format, chunkSize, format == LayerFormat.ESTARGZ ? 6 : 3)
-        .write(src, out, prioritized);
-    String mediaType = format == LayerFormat.ESTARGZ ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER_ZSTD;
-    return new BuiltLayer(Files.readAllBytes(out), new Descriptor(mediaType, c.digest(), c.size(), c.annotations()), c, format);
+    LazyLayerWriter writer = new LazyLayerWriter(format, chunkSize, format == LayerFormat.ESTARGZ ? 6 : 3);
+    return new BuiltLayer(InMemoryLayer.write(writer, tar, prioritized, dir));
   }
 
-  BlobReader reader() {
+  /** {@code tar} as eStargz with the default chunk size. */
+  public static BuiltLayer estargz(byte[] tar, Path dir) throws IOException {
+    return new BuiltLayer(InMemoryLayer.estargz(tar, dir));
+  }
+
+  public BlobReader reader() {
     return reader(blob);
   }
 
-  BlobReader reader(byte[] bytes) {
+  /** A counting reader of {@code bytes} in place of the blob (a damaged or altered copy of it). */
+  public BlobReader reader(byte[] bytes) {
     return range -> {
       requests.incrementAndGet();
       bytesServed.addAndGet(range.length());
@@ -55,12 +60,18 @@ final class BuiltLayer {
     };
   }
 
-  LayerIndex index(FetchLimits limits) throws IOException {
+  public LayerIndex index(FetchLimits limits) throws IOException {
     return index(reader(), limits);
   }
 
-  LayerIndex index(BlobReader r, FetchLimits limits) throws IOException {
-    return format == LayerFormat.ESTARGZ ? EstargzToc.read(descriptor, r, limits) : ZstdChunkedToc.read(descriptor, r, limits);
+  public LayerIndex index(BlobReader r, FetchLimits limits) throws IOException {
+    return format.readToc(descriptor, r, limits);
+  }
+
+  /** The layer read lazily through the counting reader, chunks up to {@code coalesceGap} apart in one request. */
+  public LazyLayer lazy(long coalesceGap) throws IOException {
+    BlobReader r = reader();
+    return new LazyLayer(index(r, FetchLimits.DEFAULTS), r, coalesceGap);
   }
 
   static ByteRange range(long from, long to) {

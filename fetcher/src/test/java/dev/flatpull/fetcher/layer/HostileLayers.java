@@ -3,8 +3,7 @@ package dev.flatpull.fetcher.layer;
 import com.github.luben.zstd.Zstd;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
-import dev.flatpull.fetcher.convert.LazyLayerWriter;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.tar.TarHeader;
@@ -13,7 +12,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -58,9 +56,7 @@ public final class HostileLayers {
       blob.write(new byte[1000]);
       long tocOffset = blob.size();
       ByteArrayOutputStream tar = new ByteArrayOutputStream();
-      TarWriter.writeHeader(tar, TarHeader.regular(EstargzToc.TOC_NAME, json.length, 0644, Instant.EPOCH));
-      tar.write(json);
-      TarWriter.pad(tar, json.length);
+      TarWriter.writeEntry(tar, TarHeader.regular(EstargzToc.TOC_NAME, json.length, 0644, Instant.EPOCH), json);
       TarWriter.writeEnd(tar);
       try (GZIPOutputStream gz = new GZIPOutputStream(blob)) {
         gz.write(tar.toByteArray());
@@ -159,9 +155,7 @@ public final class HostileLayers {
   /** A valid eStargz layer of one small file {@code depth} directories deep, with no directory entries. */
   public static Blob deep(int depth, byte[] content, Path scratch) throws IOException {
     ByteArrayOutputStream tar = new ByteArrayOutputStream();
-    TarWriter.writeHeader(tar, TarHeader.regular(deepPath(depth), content.length, 0644, Instant.EPOCH));
-    tar.write(content);
-    TarWriter.pad(tar, content.length);
+    TarWriter.writeEntry(tar, TarHeader.regular(deepPath(depth), content.length, 0644, Instant.EPOCH), content);
     TarWriter.writeEnd(tar);
     return converted("deep-" + depth, tar.toByteArray(), scratch);
   }
@@ -173,14 +167,7 @@ public final class HostileLayers {
 
   /** {@code tar} as an eStargz layer written by flatpull's converter. */
   public static Blob converted(String name, byte[] tar, Path scratch) throws IOException {
-    Path src = Files.createTempFile(scratch, "src", ".tar");
-    Path out = Files.createTempFile(scratch, "out", ".blob");
-    Files.write(src, tar);
-    ConvertedLayer c = new LazyLayerWriter(LayerFormat.ESTARGZ, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 6)
-        .write(src, out, List.of());
-    byte[] b = Files.readAllBytes(out);
-    Files.delete(src);
-    Files.delete(out);
-    return new Blob(name, b, new Descriptor(MediaTypes.OCI_LAYER_GZIP, c.digest(), c.size(), c.annotations()), null);
+    InMemoryLayer layer = InMemoryLayer.estargz(tar, scratch);
+    return new Blob(name, layer.blob(), layer.descriptor(), null);
   }
 }

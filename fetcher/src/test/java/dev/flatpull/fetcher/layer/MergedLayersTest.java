@@ -35,9 +35,7 @@ class MergedLayersTest {
       } else {
         String[] file = ((String) o).split("=", 2);
         byte[] content = file[1].getBytes(StandardCharsets.UTF_8);
-        TarWriter.writeHeader(out, TarHeader.regular(file[0], content.length, 0644, Instant.EPOCH));
-        out.write(content);
-        TarWriter.pad(out, content.length);
+        TarWriter.writeEntry(out, TarHeader.regular(file[0], content.length, 0644, Instant.EPOCH), content);
       }
     }
     TarWriter.writeEnd(out);

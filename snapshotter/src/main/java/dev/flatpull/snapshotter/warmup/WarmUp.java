@@ -1,9 +1,7 @@
 package dev.flatpull.snapshotter.warmup;
 
-import dev.flatpull.manager.FuseManagerService;
-import dev.flatpull.manager.LayerServer;
-import dev.flatpull.manager.RemoteLayerMetrics;
-import dev.flatpull.manager.client.FuseManagerClient;
+import static dev.flatpull.fetcher.tar.TarWriter.writeEntry;
+
 import com.fasterxml.jackson.core.util.DefaultIndenter;
 import com.fasterxml.jackson.core.util.DefaultPrettyPrinter;
 import com.fasterxml.jackson.core.util.Separators;
@@ -15,26 +13,17 @@ import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.ConfigException;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.core.Digest;
-import java.util.LinkedHashMap;
-import dev.flatpull.trace.Trace;
-import dev.flatpull.trace.ServiceVersion;
-import dev.flatpull.trace.PageRun;
-import dev.flatpull.trace.LayerTrace;
-import dev.flatpull.runtimeimage.RuntimeImageFormat;
-import dev.flatpull.runtimeimage.RuntimeImageDecoder;
-import dev.flatpull.runtimeimage.RuntimeImageBuilder;
-import dev.flatpull.runtimeimage.ImageBinding;
-import dev.flatpull.fetcher.layer.LayerIndex;
-import dev.flatpull.fetcher.layer.LayerEntry;
-import dev.flatpull.fetcher.layer.EntryType;
-import dev.flatpull.fetcher.convert.ConvertedLayer;
+import dev.flatpull.endpoints.grpc.UnixSockets;
+import dev.flatpull.fetcher.convert.InMemoryLayer;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.BlobReader;
+import dev.flatpull.fetcher.layer.EntryType;
 import dev.flatpull.fetcher.layer.EstargzToc;
+import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.layer.ZstdChunkedToc;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
@@ -52,10 +41,21 @@ import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.manager.FuseManagerService;
+import dev.flatpull.manager.LayerServer;
+import dev.flatpull.manager.RemoteLayerMetrics;
+import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.pagecache.PageCache;
+import dev.flatpull.runtimeimage.ImageBinding;
+import dev.flatpull.runtimeimage.RuntimeImageBuilder;
+import dev.flatpull.runtimeimage.RuntimeImageDecoder;
+import dev.flatpull.runtimeimage.RuntimeImageFormat;
 import dev.flatpull.runtimeimage.RuntimeImagePublisher;
 import dev.flatpull.runtimeimage.RuntimeImageSelection;
-import dev.flatpull.endpoints.grpc.UnixSockets;
+import dev.flatpull.trace.LayerTrace;
+import dev.flatpull.trace.PageRun;
+import dev.flatpull.trace.ServiceVersion;
+import dev.flatpull.trace.Trace;
 import io.grpc.Server;
 import java.io.BufferedOutputStream;
 import java.io.ByteArrayInputStream;
@@ -71,13 +71,14 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.LongSupplier;
+import java.util.logging.Logger;
 import java.util.zip.GZIPInputStream;
 import java.util.zip.GZIPOutputStream;
-import java.util.logging.Logger;
 
 /**
  * Runs a remote layer's whole cold path once on a synthetic image, so that a node's first remote Prepare is as fast as
@@ -198,9 +199,9 @@ public final class WarmUp {
         for (int round = 0; round < MAX_PARSE_ROUNDS; round++) {
           long started = System.nanoTime();
           for (Layer l : parsed) {
-            LayerTree.of(l.descriptor().mediaType().equals(MediaTypes.OCI_LAYER_GZIP)
-                ? EstargzToc.read(l.descriptor(), l.reader(), config.limits())
-                : ZstdChunkedToc.read(l.descriptor(), l.reader(), config.limits()));
+            LayerFormat format = l.descriptor().mediaType().equals(MediaTypes.OCI_LAYER_GZIP) ? LayerFormat.ESTARGZ
+                : LayerFormat.ZSTD_CHUNKED;
+            LayerTree.of(format.readToc(l.descriptor(), l.reader(), config.limits()));
           }
           long took = System.nanoTime() - started;
           if (round >= MIN_PARSE_ROUNDS && took >= best) {
@@ -279,12 +280,12 @@ public final class WarmUp {
   public static void withTinyImage(Path dir, WithTinyImage use) throws IOException {
     Files.createDirectories(dir);
     try (LoopbackRegistry registry = LoopbackRegistry.start()) {
-      ConvertedLayer tiny = new LazyLayerWriter(LayerFormat.ESTARGZ, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 1)
-          .write(tar(dir, 10, 0), dir.resolve("tiny"), List.of());
-      serveImage(registry, List.of(new Layer(descriptor(LayerFormat.ESTARGZ, tiny), Files.readAllBytes(tiny.blob()))));
+      InMemoryLayer tiny = InMemoryLayer.write(
+          new LazyLayerWriter(LayerFormat.ESTARGZ, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 1), tar(dir, 10, 0), List.of());
+      serveImage(registry, List.of(new Layer(tiny.descriptor(), tiny.blob())));
       ImageReference ref = ImageReference.parse(registry.address() + "/" + REPOSITORY + ":latest");
       try (RegistryClients clients = RegistryClients.create(config(dir), FetchListener.NONE)) {
-        use.run(new TinyImage(clients, ref, tiny.digest()));
+        use.run(new TinyImage(clients, ref, tiny.descriptor().digest()));
       }
     } catch (ConfigException e) {
       throw new IOException(e);
@@ -380,9 +381,7 @@ public final class WarmUp {
     byte[] json = GO_INDENT.writeValueAsBytes(go);
     ByteArrayOutputStream tail = new ByteArrayOutputStream();
     try (var gz = new GZIPOutputStream(tail)) {
-      TarWriter.writeHeader(gz, TarHeader.regular(EstargzToc.TOC_NAME, json.length, 0644, Instant.EPOCH));
-      gz.write(json);
-      TarWriter.pad(gz, json.length);
+      TarWriter.writeEntry(gz, TarHeader.regular(EstargzToc.TOC_NAME, json.length, 0644, Instant.EPOCH), json);
       TarWriter.writeEnd(gz);
     }
     tail.writeBytes(EstargzToc.footer(tocOffset + shift));
@@ -441,16 +440,11 @@ public final class WarmUp {
     Path tar = tar(dir, FILES, LARGE_FILES);
     List<Layer> out = new ArrayList<>();
     for (LayerFormat format : List.of(LayerFormat.ESTARGZ, LayerFormat.ZSTD_CHUNKED)) {
-      ConvertedLayer c = new LazyLayerWriter(format, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 1)
-          .write(tar, dir.resolve("warm-up-" + format), List.of());
-      out.add(new Layer(descriptor(format, c), Files.readAllBytes(c.blob())));
+      InMemoryLayer l = InMemoryLayer.write(new LazyLayerWriter(format, LazyLayerWriter.DEFAULT_CHUNK_SIZE, 1), tar,
+          List.of());
+      out.add(new Layer(l.descriptor(), l.blob()));
     }
     return out;
-  }
-
-  private static Descriptor descriptor(LayerFormat format, ConvertedLayer c) {
-    return new Descriptor(format == LayerFormat.ESTARGZ ? MediaTypes.OCI_LAYER_GZIP : MediaTypes.OCI_LAYER_ZSTD,
-        c.digest(), c.size(), c.annotations());
   }
 
   /**
@@ -465,57 +459,57 @@ public final class WarmUp {
     try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tar))) {
       // A distribution's shape, as tar writes it: the root itself, "./" before names, every parent listed, top-level
       // names and links (a merged /usr), dot files, empty files.
-      entry(out, new TarHeader("./", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(1), "", 0, 0,
+      writeEntry(out, new TarHeader("./", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(1), "", 0, 0,
           Map.of()), new byte[0]);
       for (String parent : List.of("etc/", "usr/", "usr/lib/", "usr/lib/warm/", "usr/share/")) {
-        entry(out, new TarHeader(parent, TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(parent.length()), "", 0, 0,
-            Map.of()), new byte[0]);
+        writeEntry(out, new TarHeader(parent, TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(parent.length()), "",
+            0, 0, Map.of()), new byte[0]);
       }
       for (String link : List.of("bin", "lib", "lib64", "sbin")) {
-        entry(out, new TarHeader(link, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(link.length()),
+        writeEntry(out, new TarHeader(link, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(link.length()),
             "usr/" + link, 0, 0, Map.of()), new byte[0]);
       }
       for (String dot : List.of("etc/.pwd.lock", "etc/a", "etc/hostname", "etc/.wh..wh..opq")) {
         byte[] content = dot.getBytes(StandardCharsets.UTF_8);
-        entry(out, new TarHeader(dot, TarHeader.REG, content.length, 0600, 0, 0, "root", "root", time(dot.length()),
-            "", 0, 0, Map.of()), content);
+        writeEntry(out, new TarHeader(dot, TarHeader.REG, content.length, 0600, 0, 0, "root", "root",
+            time(dot.length()), "", 0, 0, Map.of()), content);
       }
       for (int d = 0; d < 40; d++) {
-        entry(out, new TarHeader("usr/lib/warm/" + d + "/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root",
+        writeEntry(out, new TarHeader("usr/lib/warm/" + d + "/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root",
             time(d), "", 0, 0, Map.of()), new byte[0]);
       }
-      entry(out, new TarHeader("usr/share/warm/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(0), "", 0, 0,
+      writeEntry(out, new TarHeader("usr/share/warm/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(0), "", 0, 0,
           Map.of()), new byte[0]);
       for (int i = 0; i < files; i++) {
         String name = tarName(i);
         if (i % 10 == 9) {
-          entry(out, new TarHeader(name, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(i), "f" + (i - 1)
+          writeEntry(out, new TarHeader(name, TarHeader.SYMLINK, 0, 0777, 0, 0, "root", "root", time(i), "f" + (i - 1)
               + ".conf", 0, 0, Map.of()), new byte[0]);
         } else if (i % 50 == 48) {
           // To the file before it (never a link: i - 1 ends in 7).
-          entry(out, new TarHeader(name, TarHeader.HARDLINK, 0, 0644, 0, 0, "root", "root", time(i),
+          writeEntry(out, new TarHeader(name, TarHeader.HARDLINK, 0, 0644, 0, 0, "root", "root", time(i),
               tarName(i - 1), 0, 0, Map.of()), new byte[0]);
         } else {
           byte[] content = i % 13 == 5 ? new byte[0] : ("warm-up " + i + "\n").repeat(1 + i % 7).getBytes();
-          entry(out, new TarHeader(name, TarHeader.REG, content.length, i % 4 == 0 ? 0755 : 0644, i % 7 == 0 ? 1000
+          writeEntry(out, new TarHeader(name, TarHeader.REG, content.length, i % 4 == 0 ? 0755 : 0644, i % 7 == 0 ? 1000
               : 0, i % 7 == 0 ? 1000 : 0, i % 7 == 0 ? "" : "root", i % 7 == 0 ? "" : "root", time(i), "", 0, 0,
               i % 100 == 0 ? Map.of("user.warm-up", new byte[] {1, 2}) : Map.of()), content);
         }
       }
       // The device nodes debootstrap leaves in /dev: a minor (or major) number 0 ends its JSON object with a zero,
       // which the parser's number code had not met ("devMinor":0}).
-      entry(out, new TarHeader("dev/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(2), "", 0, 0, Map.of()),
+      writeEntry(out, new TarHeader("dev/", TarHeader.DIR, 0, 0755, 0, 0, "root", "root", time(2), "", 0, 0, Map.of()),
           new byte[0]);
       int[][] devices = {{1, 3}, {1, 5}, {5, 0}, {5, 2}, {0, 0}, {7, 0}};
       for (int d = 0; d < devices.length; d++) {
-        entry(out, new TarHeader("dev/n" + d, d == 5 ? TarHeader.BLOCK : TarHeader.CHAR, 0, 0666, 0, 0, "root", "root",
-            time(d), "", devices[d][0], devices[d][1], Map.of()), new byte[0]);
+        writeEntry(out, new TarHeader("dev/n" + d, d == 5 ? TarHeader.BLOCK : TarHeader.CHAR, 0, 0666, 0, 0, "root",
+            "root", time(d), "", devices[d][0], devices[d][1], Map.of()), new byte[0]);
       }
-      entry(out, new TarHeader("dev/fifo", TarHeader.FIFO, 0, 0644, 0, 0, "root", "root", time(3), "", 0, 0,
+      writeEntry(out, new TarHeader("dev/fifo", TarHeader.FIFO, 0, 0644, 0, 0, "root", "root", time(3), "", 0, 0,
           Map.of()), new byte[0]);
       for (int i = 0; i < largeFiles; i++) {
         byte[] content = ("large warm-up file " + i + " line\n").repeat(2300).getBytes();
-        entry(out, new TarHeader("usr/share/warm/large" + i, TarHeader.REG, content.length, 0644, 0, 0, "root",
+        writeEntry(out, new TarHeader("usr/share/warm/large" + i, TarHeader.REG, content.length, 0644, 0, 0, "root",
             "root", time(i), "", 0, 0, Map.of()), content);
       }
       TarWriter.writeEnd(out);
@@ -536,12 +530,6 @@ public final class WarmUp {
   /** Times across a century, leap days and all: a real layer's dates ran date code the warm-up had not. */
   private static Instant time(int i) {
     return Instant.ofEpochSecond(86_400L * ((i * 7_919L) % 36_500) + (i * 3_637L) % 86_400);
-  }
-
-  private static void entry(OutputStream out, TarHeader h, byte[] content) throws IOException {
-    TarWriter.writeHeader(out, h);
-    out.write(content);
-    TarWriter.pad(out, content.length);
   }
 
   /** Serves {@code layers} as one image, {@code REPOSITORY:latest}, with an empty config. */
