@@ -4,8 +4,6 @@ import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.config.FuseSettings;
 import dev.flatpull.fetcher.convert.InMemoryLayer;
-import dev.flatpull.fetcher.layer.BlobReader;
-import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fuse.FuseEvents;
@@ -79,9 +77,7 @@ final class EngineLatency {
     }
     Path layerDir = Files.createDirectories(dir.resolve("engine-layer"));
     InMemoryLayer layer = InMemoryLayer.estargz(LayerTar.numbered(files), layerDir);
-    byte[] blob = layer.blob();
-    BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
-    LazyLayer lazy = new LazyLayer(EstargzToc.read(layer.descriptor(), r, FetchLimits.DEFAULTS), r, 64 << 10);
+    LazyLayer lazy = new LazyLayer(layer.index(FetchLimits.DEFAULTS), layer.reader(), 64 << 10);
     Statx statx = LibraryLoader.create(Statx.class).load("c");
     List<AutoCloseable> open = new ArrayList<>();
     try (PageCache cache = PageCache.open(dir.resolve("engine-cache"), CacheSettings.DEFAULTS)) {

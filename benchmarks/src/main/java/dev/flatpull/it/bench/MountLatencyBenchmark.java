@@ -3,10 +3,7 @@ package dev.flatpull.it.bench;
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.fetcher.convert.InMemoryLayer;
-import dev.flatpull.fetcher.layer.BlobReader;
-import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.tar.LayerTar;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
@@ -41,10 +38,7 @@ public final class MountLatencyBenchmark {
         files[i] = ("file " + i + "\n").getBytes();
       }
       InMemoryLayer layer = InMemoryLayer.estargz(LayerTar.numbered(files), dir);
-      byte[] blob = layer.blob();
-      Descriptor d = layer.descriptor();
-      BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
-      LazyLayer lazy = new LazyLayer(EstargzToc.read(d, r, FetchLimits.DEFAULTS), r, 64 << 10);
+      LazyLayer lazy = new LazyLayer(layer.index(FetchLimits.DEFAULTS), layer.reader(), 64 << 10);
       try (PageCache cache = PageCache.open(dir.resolve("cache"), CacheSettings.DEFAULTS)) {
         if (Arrays.asList(args).contains("warm")) {
           long w = System.nanoTime();

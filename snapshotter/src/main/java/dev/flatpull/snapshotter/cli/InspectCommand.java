@@ -4,27 +4,25 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.core.Digest;
-import dev.flatpull.fetcher.layer.EstargzToc;
-import dev.flatpull.fetcher.layer.PlainLayerIndexer;
-import dev.flatpull.fetcher.oci.ImageConfig;
-import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
-import dev.flatpull.fetcher.layer.ZstdChunkedToc;
+import dev.flatpull.fetcher.layer.PlainLayerIndexer;
 import dev.flatpull.fetcher.oci.Descriptor;
+import dev.flatpull.fetcher.oci.ImageConfig;
+import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
-import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClient.ResolvedImage;
+import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Map;
-import java.util.Optional;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -161,9 +159,7 @@ final class InspectCommand implements Callable<Integer> {
       return new LayerReport(d.digest().toString(), d.mediaType(), d.size(), uncompressed, "plain", null, -1, -1, -1,
           false, d.annotations(), null, null);
     }
-    LayerIndex index = format == LayerFormat.ESTARGZ
-        ? EstargzToc.read(d, r -> client.readRange(d.digest(), r), config.limits())
-        : ZstdChunkedToc.read(d, r -> client.readRange(d.digest(), r), config.limits());
+    LayerIndex index = format.readToc(d, r -> client.readRange(d.digest(), r), config.limits());
     return new LayerReport(
         d.digest().toString(), d.mediaType(), d.size(), uncompressed, formatName(format),
         index.tocDigest().map(Object::toString).orElse(null), index.entries().size(), index.chunkCount(),
