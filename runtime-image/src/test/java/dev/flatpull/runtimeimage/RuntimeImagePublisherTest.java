@@ -8,13 +8,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.config.RegistryCredentials;
-import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FakeRegistry;
 import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
@@ -29,7 +29,6 @@ import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import mockwebserver3.MockWebServer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -41,7 +40,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class RuntimeImagePublisherTest {
   @TempDir Path dir;
-  private MockWebServer server;
+  private FakeRegistry registry;
   private RegistryClients clients;
 
   @AfterEach
@@ -49,20 +48,17 @@ class RuntimeImagePublisherTest {
     if (clients != null) {
       clients.close();
     }
-    if (server != null) {
-      server.close();
+    if (registry != null) {
+      registry.close();
     }
   }
 
   private RuntimeImagePublisher publisher(FakeRegistry registry) throws Exception {
-    server = new MockWebServer();
-    server.setDispatcher(registry);
-    server.start();
+    this.registry = registry.start();
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
     clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE, Sleeper.SYSTEM,
         InstantSource.system());
-    RegistryClient client = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort()
-        + "/team/app:v1"));
+    RegistryClient client = clients.client(ImageReference.parse(registry.address() + "/team/app:v1"));
     return RuntimeImagePublisher.of(client);
   }
 
@@ -92,7 +88,7 @@ class RuntimeImagePublisherTest {
     RuntimeImageBuilder.Built b = f.build(List.of("b"));
     RuntimeImagePublisher.Published pa = push(p, a, f.subject());
     assertEquals(Referrers.Source.TAG_SCHEMA, pa.source());
-    assertTrue(registry.manifests.containsKey(Referrers.tagOf(f.subject().digest())), "the tag schema index exists");
+    assertTrue(registry.content.manifest(Referrers.tagOf(f.subject().digest())).isPresent(), "the tag schema index exists");
     push(p, b, f.subject());
     List<RuntimeImageArtifact> listed = p.list(f.subject().digest());
     assertEquals(2, listed.size(), listed.toString());
@@ -104,7 +100,7 @@ class RuntimeImagePublisherTest {
     assertEquals(a.index().trace().pages(), first.pages());
     assertArrayEquals(a.blob(), p.fetch(first, f.subject().digest(), dir.resolve("work")));
     var artifact = (dev.flatpull.fetcher.oci.ImageManifest) OciDocuments.parse(
-        registry.manifests.get(first.digest().toString()), MediaTypes.OCI_MANIFEST);
+        registry.content.manifest(first.digest().toString()).orElseThrow(), MediaTypes.OCI_MANIFEST);
     assertEquals(Long.toString(RuntimeImageFormat.readIndex(a.blob()).dataStart()),
         artifact.layers().get(0).annotations().get(RuntimeImageArtifact.INDEX_END), "where the index ends");
 
@@ -113,7 +109,7 @@ class RuntimeImagePublisherTest {
     assertEquals(1, replaced.replaced().size(), replaced.toString());
     assertEquals(first.digest(), replaced.replaced().get(0).digest());
     assertEquals(2, p.list(f.subject().digest()).size());
-    assertFalse(registry.manifests.containsKey(first.digest().toString()), "the replaced manifest was deleted");
+    assertFalse(registry.content.manifest(first.digest().toString()).isPresent(), "the replaced manifest was deleted");
 
     List<RuntimeImageArtifact> removed = p.remove(f.subject().digest(), r -> r.command().equals(List.of("b")));
     assertEquals(1, removed.size());
@@ -217,8 +213,7 @@ class RuntimeImagePublisherTest {
     Descriptor other = new Descriptor(MediaTypes.OCI_MANIFEST, Digest.sha256(new byte[] {1}), 1, Map.of());
     byte[] foreign = OciDocuments.writeArtifactManifest(RuntimeImageArtifact.ARTIFACT_TYPE, List.of(blob), other,
         listed.manifest().annotations());
-    registry.manifests.put(Digest.sha256(foreign).toString(), foreign);
-    registry.types.put(Digest.sha256(foreign).toString(), MediaTypes.OCI_MANIFEST);
+    registry.content.putManifest(null, MediaTypes.OCI_MANIFEST, foreign);
     RuntimeImageArtifact forged = RuntimeImageArtifact.of(new Descriptor(MediaTypes.OCI_MANIFEST,
         Digest.sha256(foreign), foreign.length, listed.manifest().annotations()));
     String m = assertThrows(RuntimeImageMismatchException.class,

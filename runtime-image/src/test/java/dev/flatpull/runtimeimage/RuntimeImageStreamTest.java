@@ -8,9 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.config.RuntimeImageSettings.Limits;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
-import dev.flatpull.config.RegistryCredentials;
 import dev.flatpull.core.Await;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.VerifiedContent;
@@ -20,6 +20,7 @@ import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.reference.ImageReference;
+import dev.flatpull.fetcher.registry.FakeRegistry;
 import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
@@ -44,7 +45,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import mockwebserver3.MockWebServer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -57,7 +57,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class RuntimeImageStreamTest {
   @TempDir Path dir;
-  MockWebServer server;
   RegistryClients clients;
   FakeRegistry registry;
   RegistryClient client;
@@ -69,15 +68,12 @@ class RuntimeImageStreamTest {
 
   @BeforeEach
   void publish() throws Exception {
-    registry = new FakeRegistry(false);
-    server = new MockWebServer();
-    server.setDispatcher(registry);
-    server.start();
+    registry = new FakeRegistry(false).start();
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true)
         .withBackoff(Duration.ofMillis(1), Duration.ofMillis(2)));
     clients = new RegistryClients(config, RegistryCredentials.NONE, FetchListener.NONE, Sleeper.SYSTEM,
         InstantSource.system());
-    client = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
+    client = clients.client(ImageReference.parse(registry.address() + "/team/app:v1"));
     image = new RuntimeImageBuilderTest().imageIn(dir, LayerFormat.ESTARGZ);
     tocs = image.indexes();
     built = RuntimeImageBuilderTest.builder(dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)
@@ -98,7 +94,7 @@ class RuntimeImageStreamTest {
       c.close();
     }
     clients.close();
-    server.close();
+    registry.close();
   }
 
   /** Requests for the blob on a node without any of its content: one, the whole blob. */

@@ -41,6 +41,7 @@ class RegistryClientFaultTest {
   private static final byte[] BLOB = "0123456789abcdefghijklmnopqrstuvwxyz".getBytes(StandardCharsets.US_ASCII);
   private static final Digest BLOB_DIGEST = Digest.sha256(BLOB);
 
+  private FakeRegistry registry;
   private MockWebServer server;
   private final List<Duration> sleeps = new CopyOnWriteArrayList<>();
   private final FetchStatistics stats = new FetchStatistics();
@@ -49,8 +50,8 @@ class RegistryClientFaultTest {
 
   @BeforeEach
   void start() throws IOException {
-    server = new MockWebServer();
-    server.start();
+    registry = new FakeRegistry(false).start();
+    server = registry.server;
   }
 
   @AfterEach
@@ -58,7 +59,7 @@ class RegistryClientFaultTest {
     if (clients != null) {
       clients.close();
     }
-    server.close();
+    registry.close();
   }
 
   private RegistryClient client(RegistryCredentials creds, Duration readTimeout) {
@@ -92,10 +93,10 @@ class RegistryClientFaultTest {
   void readRange_bearerChallenge_fetchesTokenWithScopeAndReusesIt() throws Exception {
     RegistryClient c = client();
     String realm = server.url("/token").toString();
-    server.enqueue(bearerChallenge(realm));
-    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"t1\",\"expires_in\":300}").build());
-    server.enqueue(partial(0, 4));
-    server.enqueue(partial(4, 8));
+    registry.enqueue(bearerChallenge(realm));
+    registry.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"t1\",\"expires_in\":300}").build());
+    registry.enqueue(partial(0, 4));
+    registry.enqueue(partial(4, 8));
 
     assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
     assertArrayEquals("4567".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(4, 4)));
@@ -115,12 +116,12 @@ class RegistryClientFaultTest {
   void readRange_tokenRejectedLater_refreshesTokenOnce() throws Exception {
     RegistryClient c = client();
     String realm = server.url("/token").toString();
-    server.enqueue(bearerChallenge(realm));
-    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"old\"}").build());
-    server.enqueue(partial(0, 4));
-    server.enqueue(bearerChallenge(realm));
-    server.enqueue(new MockResponse.Builder().code(200).body("{\"access_token\":\"new\"}").build());
-    server.enqueue(partial(4, 8));
+    registry.enqueue(bearerChallenge(realm));
+    registry.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"old\"}").build());
+    registry.enqueue(partial(0, 4));
+    registry.enqueue(bearerChallenge(realm));
+    registry.enqueue(new MockResponse.Builder().code(200).body("{\"access_token\":\"new\"}").build());
+    registry.enqueue(partial(4, 8));
 
     c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
     assertArrayEquals("4567".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(4, 4)));
@@ -136,11 +137,11 @@ class RegistryClientFaultTest {
   void readRange_tokenExpired_fetchesNewTokenWithoutA401() throws Exception {
     RegistryClient c = client();
     String realm = server.url("/token").toString();
-    server.enqueue(bearerChallenge(realm));
-    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"a\",\"expires_in\":60}").build());
-    server.enqueue(partial(0, 4));
-    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"b\",\"expires_in\":60}").build());
-    server.enqueue(partial(0, 4));
+    registry.enqueue(bearerChallenge(realm));
+    registry.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"a\",\"expires_in\":60}").build());
+    registry.enqueue(partial(0, 4));
+    registry.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"b\",\"expires_in\":60}").build());
+    registry.enqueue(partial(0, 4));
 
     c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
     now = now.plusSeconds(120);
@@ -155,9 +156,9 @@ class RegistryClientFaultTest {
   void readRange_tokenServiceWithCredentials_sendsBasicToTokenService() throws Exception {
     RegistryClient c = client(RegistryCredentials.of(Map.of(
         server.getHostName() + ":" + server.getPort(), RegistryCredential.basic("alice", "s3cret"))), Duration.ofSeconds(5));
-    server.enqueue(bearerChallenge(server.url("/token").toString()));
-    server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"t\"}").build());
-    server.enqueue(partial(0, 4));
+    registry.enqueue(bearerChallenge(server.url("/token").toString()));
+    registry.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"t\"}").build());
+    registry.enqueue(partial(0, 4));
     c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
     server.takeRequest();
     assertEquals("Basic YWxpY2U6czNjcmV0", server.takeRequest().getHeaders().get("Authorization"));
@@ -166,8 +167,8 @@ class RegistryClientFaultTest {
   @Test
   void readRange_tokenServiceRefuses_failsWithAuthenticationError() {
     RegistryClient c = client();
-    server.enqueue(bearerChallenge(server.url("/token").toString()));
-    server.enqueue(new MockResponse.Builder().code(401).build());
+    registry.enqueue(bearerChallenge(server.url("/token").toString()));
+    registry.enqueue(new MockResponse.Builder().code(401).build());
     RegistryAuthenticationException e =
         assertThrows(RegistryAuthenticationException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
     assertTrue(e.getMessage().contains("refused"), e.getMessage());
@@ -176,7 +177,7 @@ class RegistryClientFaultTest {
   @Test
   void readRange_basicChallengeWithoutCredentials_failsNamingTheHost() {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(401).setHeader("WWW-Authenticate", "Basic realm=\"r\"").build());
+    registry.enqueue(new MockResponse.Builder().code(401).setHeader("WWW-Authenticate", "Basic realm=\"r\"").build());
     RegistryAuthenticationException e =
         assertThrows(RegistryAuthenticationException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
     assertTrue(e.getMessage().contains("no credentials"), e.getMessage());
@@ -185,11 +186,11 @@ class RegistryClientFaultTest {
   @Test
   void readRange_connectionResetMidBody_retriesAndSucceeds() throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(206)
+    registry.enqueue(new MockResponse.Builder().code(206)
         .setHeader("Content-Range", "bytes 0-35/36").body(new String(BLOB, StandardCharsets.US_ASCII))
         .throttleBody(8, 0, TimeUnit.MILLISECONDS)
         .onResponseBody(SocketEffect.ShutdownConnection.INSTANCE).build());
-    server.enqueue(partial(0, 36));
+    registry.enqueue(partial(0, 36));
     assertArrayEquals(BLOB, c.readRange(BLOB_DIGEST, new ByteRange(0, 36)));
     assertEquals(1, sleeps.size());
     assertEquals(1, stats.failures());
@@ -198,10 +199,10 @@ class RegistryClientFaultTest {
   @Test
   void readRange_truncatedBody_retriesAndSucceeds() throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(206)
+    registry.enqueue(new MockResponse.Builder().code(206)
         .setHeader("Content-Range", "bytes 0-35/36").setHeader("Content-Length", "36").body("0123")
         .onResponseEnd(SocketEffect.ShutdownConnection.INSTANCE).build());
-    server.enqueue(partial(0, 36));
+    registry.enqueue(partial(0, 36));
     assertArrayEquals(BLOB, c.readRange(BLOB_DIGEST, new ByteRange(0, 36)));
   }
 
@@ -209,7 +210,7 @@ class RegistryClientFaultTest {
   void readRange_alwaysTruncated_failsWithUnavailableAfterMaxAttempts() {
     RegistryClient c = client();
     for (int i = 0; i < 4; i++) {
-      server.enqueue(new MockResponse.Builder().code(206)
+      registry.enqueue(new MockResponse.Builder().code(206)
           .setHeader("Content-Range", "bytes 0-35/36").setHeader("Content-Length", "36").body("0123")
           .onResponseEnd(SocketEffect.ShutdownConnection.INSTANCE).build());
     }
@@ -222,9 +223,9 @@ class RegistryClientFaultTest {
   @Test
   void readRange_500Then503ThenOk_retriesWithGrowingBackoff() throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(500).build());
-    server.enqueue(new MockResponse.Builder().code(503).build());
-    server.enqueue(partial(2, 6));
+    registry.enqueue(new MockResponse.Builder().code(500).build());
+    registry.enqueue(new MockResponse.Builder().code(503).build());
+    registry.enqueue(partial(2, 6));
     assertArrayEquals("2345".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(2, 4)));
     assertEquals(2, sleeps.size());
     sleeps.forEach(d -> assertTrue(d.toMillis() <= 100, "back-off is capped: " + d));
@@ -245,7 +246,7 @@ class RegistryClientFaultTest {
       }
     }, sleeps::add, clock);
     RegistryClient c = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
-    server.enqueue(partial(0, 4));
+    registry.enqueue(partial(0, 4));
     c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
     assertEquals(1, heard.size(), heard.toString());
     assertTrue(heard.get(0).compareTo(Duration.ofHours(1)) >= 0 && heard.get(0).toNanos() % 3_600_000_000_000L == 0,
@@ -260,7 +261,7 @@ class RegistryClientFaultTest {
     RegistryClient c = clients.client(ImageReference.parse(server.getHostName() + ":" + server.getPort() + "/team/app:v1"));
     int attempts = config.registry().maxAttempts();
     for (int i = 0; i < attempts; i++) {
-      server.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
     }
     assertThrows(RegistryUnavailableException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
     assertEquals(attempts - 1, sleeps.size());
@@ -274,7 +275,7 @@ class RegistryClientFaultTest {
   void readRange_always503_failsWithStatusInTheError() {
     RegistryClient c = client();
     for (int i = 0; i < 4; i++) {
-      server.enqueue(new MockResponse.Builder().code(503)
+      registry.enqueue(new MockResponse.Builder().code(503)
           .body("{\"errors\":[{\"code\":\"UNAVAILABLE\",\"message\":\"maintenance\"}]}").build());
     }
     RegistryUnavailableException e =
@@ -286,8 +287,8 @@ class RegistryClientFaultTest {
   @Test
   void readRange_429WithRetryAfter_waitsAtLeastThatLong() throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(429).setHeader("Retry-After", "3").build());
-    server.enqueue(partial(0, 4));
+    registry.enqueue(new MockResponse.Builder().code(429).setHeader("Retry-After", "3").build());
+    registry.enqueue(partial(0, 4));
     c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
     assertEquals(List.of(Duration.ofSeconds(3)), sleeps);
   }
@@ -295,9 +296,9 @@ class RegistryClientFaultTest {
   @Test
   void readRange_slowResponse_timesOutRetriesAndSucceeds() throws Exception {
     RegistryClient c = client(RegistryCredentials.NONE, Duration.ofMillis(300));
-    server.enqueue(new MockResponse.Builder().code(206).setHeader("Content-Range", "bytes 0-3/36").body("0123")
+    registry.enqueue(new MockResponse.Builder().code(206).setHeader("Content-Range", "bytes 0-3/36").body("0123")
         .headersDelay(2, TimeUnit.SECONDS).build());
-    server.enqueue(partial(0, 4));
+    registry.enqueue(partial(0, 4));
     assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
     assertEquals(1, stats.failures());
   }
@@ -306,7 +307,7 @@ class RegistryClientFaultTest {
   void readRange_alwaysSlow_failsWithTimeoutAsCause() {
     RegistryClient c = client(RegistryCredentials.NONE, Duration.ofMillis(200));
     for (int i = 0; i < 4; i++) {
-      server.enqueue(new MockResponse.Builder().code(206).setHeader("Content-Range", "bytes 0-3/36").body("0123")
+      registry.enqueue(new MockResponse.Builder().code(206).setHeader("Content-Range", "bytes 0-3/36").body("0123")
           .headersDelay(2, TimeUnit.SECONDS).build());
     }
     RegistryUnavailableException e =
@@ -317,7 +318,7 @@ class RegistryClientFaultTest {
   @Test
   void readRange_registryIgnoresRangeAndSends200_returnsTheRequestedSlice() throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(200).body(new String(BLOB, StandardCharsets.US_ASCII)).build());
+    registry.enqueue(new MockResponse.Builder().code(200).body(new String(BLOB, StandardCharsets.US_ASCII)).build());
     assertArrayEquals("abcd".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(10, 4)));
     assertEquals("bytes=10-13", server.takeRequest().getHeaders().get("Range"));
   }
@@ -326,9 +327,9 @@ class RegistryClientFaultTest {
   void readRange_registryIgnoresRangeAndSends200_theRestOfTheBlobIsNotRead_itsConnectionIsDropped() throws Exception {
     RegistryClient c = client();
     ByteRange head = new ByteRange(0, 16);
-    server.enqueue(whole(BIG));
+    registry.enqueue(whole(BIG));
     assertArrayEquals(slice(BIG, head), c.readRange(BIG_DIGEST, head));
-    server.enqueue(partialOf(BIG, head));
+    registry.enqueue(partialOf(BIG, head));
     assertArrayEquals(slice(BIG, head), c.readRange(BIG_DIGEST, head));
     RecordedRequest first = server.takeRequest();
     RecordedRequest second = server.takeRequest();
@@ -341,7 +342,7 @@ class RegistryClientFaultTest {
   @Test
   void readRange_contentRangeDoesNotMatch_failsWithProtocolError() {
     RegistryClient c = client();
-    server.enqueue(partial(4, 8));
+    registry.enqueue(partial(4, 8));
     RegistryProtocolException e =
         assertThrows(RegistryProtocolException.class, () -> c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
     assertTrue(e.getMessage().contains("Content-Range"), e.getMessage());
@@ -349,20 +350,19 @@ class RegistryClientFaultTest {
 
   @Test
   void readRange_redirectToAnotherHost_dropsAuthorization() throws Exception {
-    try (MockWebServer storage = new MockWebServer()) {
-      storage.start();
+    try (FakeRegistry storage = new FakeRegistry(false).start()) {
       RegistryClient c = client();
-      server.enqueue(bearerChallenge(server.url("/token").toString()));
-      server.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"secret\"}").build());
+      registry.enqueue(bearerChallenge(server.url("/token").toString()));
+      registry.enqueue(new MockResponse.Builder().code(200).body("{\"token\":\"secret\"}").build());
       // 127.0.0.1 vs localhost: a different host for okhttp even if the port were the same.
-      String location = "http://127.0.0.1:" + storage.getPort() + "/bucket/blob";
-      server.enqueue(new MockResponse.Builder().code(307).setHeader("Location", location).build());
+      String location = "http://127.0.0.1:" + storage.server.getPort() + "/bucket/blob";
+      registry.enqueue(new MockResponse.Builder().code(307).setHeader("Location", location).build());
       storage.enqueue(partial(0, 4));
       assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
       server.takeRequest();
       server.takeRequest();
       assertEquals("Bearer secret", server.takeRequest().getHeaders().get("Authorization"));
-      RecordedRequest atStorage = storage.takeRequest();
+      RecordedRequest atStorage = storage.server.takeRequest();
       assertNull(atStorage.getHeaders().get("Authorization"));
       assertEquals("bytes=0-3", atStorage.getHeaders().get("Range"));
     }
@@ -371,7 +371,7 @@ class RegistryClientFaultTest {
   @Test
   void fetchManifest_notFound_failsWithNotFoundCarryingTheRegistryError() {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(404)
+    registry.enqueue(new MockResponse.Builder().code(404)
         .body("{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\",\"message\":\"manifest unknown\"}]}").build());
     RegistryNotFoundException e = assertThrows(RegistryNotFoundException.class, () -> c.fetchManifest("v1"));
     assertTrue(e.getMessage().contains("MANIFEST_UNKNOWN"), e.getMessage());
@@ -382,14 +382,14 @@ class RegistryClientFaultTest {
   void fetchManifest_byDigestWithOtherBytes_failsVerification() {
     RegistryClient c = client();
     byte[] manifest = manifestJson();
-    server.enqueue(new MockResponse.Builder().code(200).body(new String(manifest, StandardCharsets.UTF_8) + " ").build());
+    registry.enqueue(new MockResponse.Builder().code(200).body(new String(manifest, StandardCharsets.UTF_8) + " ").build());
     assertThrows(DigestMismatchException.class, () -> c.fetchManifest(Digest.sha256(manifest).toString()));
   }
 
   @Test
   void fetchManifest_byTag_parsesAndSendsAcceptHeader() throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(200).setHeader("Content-Type", MediaTypes.OCI_MANIFEST)
+    registry.enqueue(new MockResponse.Builder().code(200).setHeader("Content-Type", MediaTypes.OCI_MANIFEST)
         .body(new String(manifestJson(), StandardCharsets.UTF_8)).build());
     ImageManifest m = (ImageManifest) c.fetchManifest("v1");
     assertEquals(1, m.layers().size());
@@ -402,7 +402,7 @@ class RegistryClientFaultTest {
     byte[] wrong = BLOB.clone();
     wrong[3] ^= 1;
     for (int i = 0; i < 4; i++) {
-      server.enqueue(new MockResponse.Builder().code(200).body(new String(wrong, StandardCharsets.US_ASCII)).build());
+      registry.enqueue(new MockResponse.Builder().code(200).body(new String(wrong, StandardCharsets.US_ASCII)).build());
     }
     Descriptor d = new Descriptor(MediaTypes.OCI_CONFIG, BLOB_DIGEST, BLOB.length, Map.of());
     DigestMismatchException e = assertThrows(DigestMismatchException.class, () -> c.fetchBlob(d));
@@ -414,9 +414,9 @@ class RegistryClientFaultTest {
   void downloadBlob_resetThenOk_writesVerifiedFileOnly(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
       throws Exception {
     RegistryClient c = client();
-    server.enqueue(new MockResponse.Builder().code(200).setHeader("Content-Length", "36").body("0123")
+    registry.enqueue(new MockResponse.Builder().code(200).setHeader("Content-Length", "36").body("0123")
         .onResponseEnd(SocketEffect.ShutdownConnection.INSTANCE).build());
-    server.enqueue(new MockResponse.Builder().code(200).body(new String(BLOB, StandardCharsets.US_ASCII)).build());
+    registry.enqueue(new MockResponse.Builder().code(200).body(new String(BLOB, StandardCharsets.US_ASCII)).build());
     java.nio.file.Path target = dir.resolve("blob");
     c.downloadBlob(new Descriptor(MediaTypes.OCI_LAYER, BLOB_DIGEST, BLOB.length, Map.of()), target);
     assertArrayEquals(BLOB, java.nio.file.Files.readAllBytes(target));
@@ -426,18 +426,8 @@ class RegistryClientFaultTest {
   @Test
   void readRange_manyThreads_neverExceedTheConcurrencyBound() throws Exception {
     RegistryClient c = client();
-    java.util.concurrent.atomic.AtomicInteger inFlight = new java.util.concurrent.atomic.AtomicInteger();
-    java.util.concurrent.atomic.AtomicInteger peak = new java.util.concurrent.atomic.AtomicInteger();
-    server.setDispatcher(new mockwebserver3.Dispatcher() {
-      @Override
-      public MockResponse dispatch(RecordedRequest request) throws InterruptedException {
-        int now = inFlight.incrementAndGet();
-        peak.accumulateAndGet(now, Math::max);
-        Thread.sleep(100);
-        inFlight.decrementAndGet();
-        return partial(0, 4);
-      }
-    });
+    registry.content.putBlob(BLOB);
+    registry.blobDelayMillis = 100;
     java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(12);
     try {
       List<java.util.concurrent.Future<byte[]>> all = new java.util.ArrayList<>();
@@ -450,15 +440,16 @@ class RegistryClientFaultTest {
     } finally {
       pool.shutdownNow();
     }
-    assertTrue(peak.get() <= 4, "at most max_concurrent_requests (4) in flight, saw " + peak.get());
-    assertTrue(peak.get() >= 2, "requests do run concurrently, saw " + peak.get());
+    int peak = registry.peakInFlight.get();
+    assertTrue(peak <= 4, "at most max_concurrent_requests (4) in flight, saw " + peak);
+    assertTrue(peak >= 2, "requests do run concurrently, saw " + peak);
   }
 
   @Test
   void readRange_sequentialRequests_reuseOneConnection() throws Exception {
     RegistryClient c = client();
     for (int i = 0; i < 3; i++) {
-      server.enqueue(partial(0, 4));
+      registry.enqueue(partial(0, 4));
     }
     for (int i = 0; i < 3; i++) {
       c.readRange(BLOB_DIGEST, new ByteRange(0, 4));
@@ -478,8 +469,8 @@ class RegistryClientFaultTest {
         + "\"platform\":{\"os\":\"linux\",\"architecture\":\"riscv64\"}},"
         + "{\"mediaType\":\"" + MediaTypes.OCI_MANIFEST + "\",\"digest\":\"" + md + "\",\"size\":" + manifest.length + ","
         + "\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}}]}";
-    server.enqueue(new MockResponse.Builder().code(200).body(index).build());
-    server.enqueue(new MockResponse.Builder().code(200).body(new String(manifest, StandardCharsets.UTF_8)).build());
+    registry.enqueue(new MockResponse.Builder().code(200).body(index).build());
+    registry.enqueue(new MockResponse.Builder().code(200).body(new String(manifest, StandardCharsets.UTF_8)).build());
     RegistryClient.ResolvedImage r = c.resolve(ImageReference.parse("h.io/team/app:v1"),
         dev.flatpull.fetcher.oci.Platform.parse("linux/amd64"));
     assertEquals(md, r.manifest().digest());
@@ -492,7 +483,7 @@ class RegistryClientFaultTest {
   void resolve_indexWithoutThePlatform_failsNamingIt() {
     RegistryClient c = client();
     String index = "{\"schemaVersion\":2,\"mediaType\":\"" + MediaTypes.OCI_INDEX + "\",\"manifests\":[]}";
-    server.enqueue(new MockResponse.Builder().code(200).body(index).build());
+    registry.enqueue(new MockResponse.Builder().code(200).body(index).build());
     RegistryNotFoundException e = assertThrows(RegistryNotFoundException.class,
         () -> c.resolve(ImageReference.parse("h.io/team/app:v1"), dev.flatpull.fetcher.oci.Platform.parse("linux/amd64")));
     assertTrue(e.getMessage().contains("linux/amd64"), e.getMessage());
@@ -501,13 +492,12 @@ class RegistryClientFaultTest {
   @Test
   void readRange_failingMirror_fallsBackToTheOriginAndSendsMirrorHeaders(@org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts)
       throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       String host = server.getHostName() + ":" + server.getPort();
       java.nio.file.Path dir = java.nio.file.Files.createDirectories(hosts.resolve(host));
       java.nio.file.Files.writeString(dir.resolve("hosts.toml"), "server = \"http://" + host + "\"\n"
-          + "[host.\"http://127.0.0.1:" + mirror.getPort() + "\"]\n  capabilities = [\"pull\"]\n"
-          + "  [host.\"http://127.0.0.1:" + mirror.getPort() + "\".header]\n    x-mirror-token = \"abc\"\n");
+          + "[host.\"http://127.0.0.1:" + mirror.server.getPort() + "\"]\n  capabilities = [\"pull\"]\n"
+          + "  [host.\"http://127.0.0.1:" + mirror.server.getPort() + "\".header]\n    x-mirror-token = \"abc\"\n");
       FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(new dev.flatpull.config.RegistrySettings(
           Optional.of(hosts), Optional.empty(), false, 4, Duration.ofSeconds(2), Duration.ofSeconds(5), 2,
           Duration.ofMillis(1), Duration.ofMillis(5), 0));
@@ -515,20 +505,20 @@ class RegistryClientFaultTest {
       RegistryClient c = clients.client(ImageReference.parse(host + "/team/app:v1"));
       mirror.enqueue(new MockResponse.Builder().code(500).build());
       mirror.enqueue(new MockResponse.Builder().code(500).build());
-      server.enqueue(partial(0, 4));
+      registry.enqueue(partial(0, 4));
       assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(BLOB_DIGEST, new ByteRange(0, 4)));
-      assertEquals(2, mirror.getRequestCount(), "the mirror is tried first, with its retries");
-      assertEquals("abc", mirror.takeRequest().getHeaders().get("x-mirror-token"));
+      assertEquals(2, mirror.server.getRequestCount(), "the mirror is tried first, with its retries");
+      assertEquals("abc", mirror.server.takeRequest().getHeaders().get("x-mirror-token"));
       assertNull(server.takeRequest().getHeaders().get("x-mirror-token"), "mirror headers stay with the mirror");
     }
   }
 
   /** A client whose registry host has {@code mirror} as its hosts.toml mirror, the test's server as origin. */
-  private RegistryClient mirroredClient(MockWebServer mirror, java.nio.file.Path hosts) throws IOException {
+  private RegistryClient mirroredClient(FakeRegistry mirror, java.nio.file.Path hosts) throws IOException {
     String host = server.getHostName() + ":" + server.getPort();
     java.nio.file.Path dir = java.nio.file.Files.createDirectories(hosts.resolve(host));
     java.nio.file.Files.writeString(dir.resolve("hosts.toml"), "server = \"http://" + host + "\"\n"
-        + "[host.\"http://127.0.0.1:" + mirror.getPort() + "\"]\n  capabilities = [\"pull\", \"resolve\"]\n");
+        + "[host.\"http://127.0.0.1:" + mirror.server.getPort() + "\"]\n  capabilities = [\"pull\", \"resolve\"]\n");
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(new dev.flatpull.config.RegistrySettings(
         Optional.of(hosts), Optional.empty(), false, 4, Duration.ofSeconds(2), Duration.ofSeconds(5), 2,
         Duration.ofMillis(1), Duration.ofMillis(5), 0));
@@ -558,31 +548,30 @@ class RegistryClientFaultTest {
   @Test
   void readRange_mirrorSendsWholeBlobForATailRange_givesItUpReadsTheOriginAndAsksTheMirrorAgainLater(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       RegistryClient c = mirroredClient(mirror, hosts);
       ByteRange tail = new ByteRange(BIG.length - 51, 51);
       mirror.enqueue(whole(BIG));
-      server.enqueue(partialOf(BIG, tail));
+      registry.enqueue(partialOf(BIG, tail));
       assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
-      assertEquals(1, mirror.getRequestCount());
+      assertEquals(1, mirror.server.getRequestCount());
       assertEquals(1, server.getRequestCount(), "the range went to the origin");
       assertEquals(1, stats.rangesGivenUp());
       assertTrue(stats.bytes(RequestKind.BLOB_RANGE) < 1024, "the whole blob was not read: " + stats);
 
       ByteRange middle = new ByteRange(2 << 20, 4096);
-      server.enqueue(partialOf(BIG, middle));
+      registry.enqueue(partialOf(BIG, middle));
       assertArrayEquals(slice(BIG, middle), c.readRange(BIG_DIGEST, middle));
-      assertEquals(1, mirror.getRequestCount(), "while the mirror fills its cache, the blob's ranges skip it");
+      assertEquals(1, mirror.server.getRequestCount(), "while the mirror fills its cache, the blob's ranges skip it");
       assertEquals(2, server.getRequestCount());
 
       now = now.plus(IgnoredRanges.FIRST_RETRY).plusSeconds(1);
       mirror.enqueue(partialOf(BIG, middle));
       assertArrayEquals(slice(BIG, middle), c.readRange(BIG_DIGEST, middle));
-      assertEquals(2, mirror.getRequestCount(), "after the back-off the mirror is asked again");
+      assertEquals(2, mirror.server.getRequestCount(), "after the back-off the mirror is asked again");
       mirror.enqueue(partialOf(BIG, tail));
       assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
-      assertEquals(3, mirror.getRequestCount(), "a mirror that honoured a range keeps the blob's ranges");
+      assertEquals(3, mirror.server.getRequestCount(), "a mirror that honoured a range keeps the blob's ranges");
       assertEquals(2, server.getRequestCount());
     }
   }
@@ -590,20 +579,19 @@ class RegistryClientFaultTest {
   @Test
   void readRange_mirrorKeepsIgnoringRanges_backOffDoubles(@org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts)
       throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       RegistryClient c = mirroredClient(mirror, hosts);
       ByteRange tail = new ByteRange(BIG.length - 51, 51);
       for (int round = 0; round < 2; round++) {
         mirror.enqueue(whole(BIG));
-        server.enqueue(partialOf(BIG, tail));
+        registry.enqueue(partialOf(BIG, tail));
         assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
         now = now.plus(IgnoredRanges.FIRST_RETRY).plusSeconds(1);
       }
-      assertEquals(2, mirror.getRequestCount());
-      server.enqueue(partialOf(BIG, tail));
+      assertEquals(2, mirror.server.getRequestCount());
+      registry.enqueue(partialOf(BIG, tail));
       assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
-      assertEquals(2, mirror.getRequestCount(), "the second refusal doubled the wait beyond the first back-off");
+      assertEquals(2, mirror.server.getRequestCount(), "the second refusal doubled the wait beyond the first back-off");
       assertEquals(2, stats.rangesGivenUp());
     }
   }
@@ -611,8 +599,7 @@ class RegistryClientFaultTest {
   @Test
   void readRange_mirrorSendsWholeBlobForARangeNearTheStart_readsThroughIt(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       RegistryClient c = mirroredClient(mirror, hosts);
       ByteRange head = new ByteRange(1000, 2000);
       mirror.enqueue(whole(BIG));
@@ -625,15 +612,14 @@ class RegistryClientFaultTest {
   @Test
   void readRange_originDownAndMirrorIgnoringRanges_readsThroughTheMirror(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       RegistryClient c = mirroredClient(mirror, hosts);
       ByteRange tail = new ByteRange(BIG.length - 51, 51);
       mirror.enqueue(whole(BIG));
-      server.enqueue(partialOf(BIG, tail));
+      registry.enqueue(partialOf(BIG, tail));
       c.readRange(BIG_DIGEST, tail);
-      server.enqueue(new MockResponse.Builder().code(503).build());
-      server.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
       mirror.enqueue(whole(BIG));
       assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail),
           "with the origin away, the mirror's whole blob is the only way to the range");
@@ -644,16 +630,15 @@ class RegistryClientFaultTest {
   @Test
   void readRange_mirrorAndOriginBothIgnoringRanges_readsThroughTheFirstWithoutAskingInVain(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       RegistryClient c = mirroredClient(mirror, hosts);
       ByteRange tail = new ByteRange(BIG.length - 51, 51);
       mirror.enqueue(whole(BIG));
-      server.enqueue(whole(BIG));
+      registry.enqueue(whole(BIG));
       assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
       mirror.enqueue(whole(BIG));
       assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
-      assertEquals(2, mirror.getRequestCount());
+      assertEquals(2, mirror.server.getRequestCount());
       assertEquals(1, server.getRequestCount(), "the second read was read through at the mirror, not given up there");
       assertEquals(1, stats.rangesGivenUp());
       assertEquals(2, stats.rangesReadThrough());
@@ -664,7 +649,7 @@ class RegistryClientFaultTest {
   void readRange_originIgnoresRangeFarIntoTheBlob_readsThroughItAsTheLastResort() throws Exception {
     RegistryClient c = client();
     ByteRange tail = new ByteRange(BIG.length - 51, 51);
-    server.enqueue(whole(BIG));
+    registry.enqueue(whole(BIG));
     assertArrayEquals(slice(BIG, tail), c.readRange(BIG_DIGEST, tail));
     assertEquals(1, stats.rangesReadThrough());
   }
@@ -672,16 +657,15 @@ class RegistryClientFaultTest {
   @Test
   void referrersApi_mirrorWithoutTheApiAndTheOriginAway_saysNoApiSoTheTagSchemaIsTried(
       @org.junit.jupiter.api.io.TempDir java.nio.file.Path hosts) throws Exception {
-    try (MockWebServer mirror = new MockWebServer()) {
-      mirror.start();
+    try (FakeRegistry mirror = new FakeRegistry(false).start()) {
       RegistryClient c = mirroredClient(mirror, hosts);
       mirror.enqueue(new MockResponse.Builder().code(404).build());
-      server.enqueue(new MockResponse.Builder().code(503).build());
-      server.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
       assertTrue(c.referrersApi(BLOB_DIGEST).isEmpty());
       assertEquals(2, server.getRequestCount(), "the origin was asked, with its retries");
-      server.enqueue(new MockResponse.Builder().code(503).build());
-      server.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
+      registry.enqueue(new MockResponse.Builder().code(503).build());
       mirror.enqueue(new MockResponse.Builder().code(404).build());
       assertThrows(RegistryUnavailableException.class, () -> c.fetchManifest("v1"),
           "for anything but the optional referrers API, an origin away is not a 'not found'");

@@ -20,7 +20,6 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.Optional;
 import mockwebserver3.MockResponse;
-import mockwebserver3.MockWebServer;
 import okhttp3.tls.HandshakeCertificates;
 import okhttp3.tls.HeldCertificate;
 import org.junit.jupiter.api.AfterEach;
@@ -41,8 +40,8 @@ class RegistryTlsTest {
   @TempDir Path hosts;
   private final HeldCertificate root = new HeldCertificate.Builder().certificateAuthority(0).build();
   private final HeldCertificate clientCertificate = new HeldCertificate.Builder().signedBy(root).build();
-  private MockWebServer tls;
-  private MockWebServer plain;
+  private FakeRegistry tls;
+  private FakeRegistry plain;
   private RegistryClients clients;
 
   @BeforeEach
@@ -51,12 +50,11 @@ class RegistryTlsTest {
         .addSubjectAlternativeName("localhost").addSubjectAlternativeName("127.0.0.1").build();
     HandshakeCertificates server = new HandshakeCertificates.Builder().heldCertificate(serverCertificate)
         .addTrustedCertificate(root.certificate()).build();
-    tls = new MockWebServer();
-    tls.useHttps(server.sslSocketFactory());
-    tls.requireClientAuth();
+    tls = new FakeRegistry(false);
+    tls.server.useHttps(server.sslSocketFactory());
+    tls.server.requireClientAuth();
     tls.start();
-    plain = new MockWebServer();
-    plain.start();
+    plain = new FakeRegistry(false).start();
   }
 
   @AfterEach
@@ -68,12 +66,12 @@ class RegistryTlsTest {
     plain.close();
   }
 
-  private String host(MockWebServer s) {
-    return s.getHostName() + ":" + s.getPort();
+  private String host(FakeRegistry s) {
+    return s.address();
   }
 
   /** A client for {@code server}'s host with this hosts.toml text (paths relative to the host's directory). */
-  private RegistryClient client(MockWebServer server, String hostsToml, boolean plainHttp) throws IOException {
+  private RegistryClient client(FakeRegistry server, String hostsToml, boolean plainHttp) throws IOException {
     Path dir = Files.createDirectories(hosts.resolve(host(server)));
     Files.writeString(dir.resolve("ca.pem"), root.certificatePem());
     Files.writeString(dir.resolve("client.pem"), clientCertificate.certificatePem());
@@ -101,7 +99,7 @@ class RegistryTlsTest {
     RegistryClient c = client(tls, server() + "ca = \"ca.pem\"\nclient = [[\"client.pem\", \"client.key\"]]\n", false);
     tls.enqueue(partial());
     assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(DIGEST, new ByteRange(0, 4)));
-    assertEquals(1, tls.getRequestCount());
+    assertEquals(1, tls.server.getRequestCount());
   }
 
   @Test
@@ -111,7 +109,7 @@ class RegistryTlsTest {
     clients.close();
     RegistryClient noCa = client(tls, server() + "client = [[\"client.pem\", \"client.key\"]]\n", false);
     IOException x = assertThrows(IOException.class, () -> noCa.readRange(DIGEST, new ByteRange(0, 4)));
-    assertEquals(0, tls.getRequestCount(), "no request got through: " + x);
+    assertEquals(0, tls.server.getRequestCount(), "no request got through: " + x);
   }
 
   @Test
@@ -129,7 +127,7 @@ class RegistryTlsTest {
     RegistryAuthenticationException x = assertThrows(RegistryAuthenticationException.class,
         () -> c.readRange(DIGEST, new ByteRange(0, 4)));
     assertTrue(x.getMessage().contains("plain http"), x.getMessage());
-    assertEquals(0, plain.getRequestCount());
+    assertEquals(0, plain.server.getRequestCount());
   }
 
   @Test
@@ -140,21 +138,20 @@ class RegistryTlsTest {
     IOException x = assertThrows(IOException.class, () -> c.readRange(DIGEST, new ByteRange(0, 4)));
     assertTrue(String.valueOf(x.getMessage()).contains("redirect") || String.valueOf(x.getCause()).contains("redirect"),
         String.valueOf(x));
-    assertEquals(0, plain.getRequestCount(), "nothing went to the plain-http host");
+    assertEquals(0, plain.server.getRequestCount(), "nothing went to the plain-http host");
   }
 
   @Test
   void aConfiguredHeader_isNotSentToARedirectsOtherHost() throws Exception {
-    try (MockWebServer storage = new MockWebServer()) {
-      storage.start();
+    try (FakeRegistry storage = new FakeRegistry(false).start()) {
       RegistryClient c = client(plain, "server = \"http://" + host(plain) + "\"\n[header]\n  x-registry-key = \"k\"\n",
           true);
       plain.enqueue(new MockResponse.Builder().code(307)
-          .setHeader("Location", "http://127.0.0.1:" + storage.getPort() + "/blob").build());
+          .setHeader("Location", "http://127.0.0.1:" + storage.server.getPort() + "/blob").build());
       storage.enqueue(partial());
       assertArrayEquals("0123".getBytes(StandardCharsets.US_ASCII), c.readRange(DIGEST, new ByteRange(0, 4)));
-      assertEquals("k", plain.takeRequest().getHeaders().get("x-registry-key"));
-      assertNull(storage.takeRequest().getHeaders().get("x-registry-key"), "the header stays with its host");
+      assertEquals("k", plain.server.takeRequest().getHeaders().get("x-registry-key"));
+      assertNull(storage.server.takeRequest().getHeaders().get("x-registry-key"), "the header stays with its host");
     }
   }
 }

@@ -2,28 +2,22 @@ package dev.flatpull.snapshotter.warmup;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.registry.InMemoryRegistry;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
 /**
- * A read-only OCI registry on 127.0.0.1 serving what it is given: manifests by tag and blobs by digest, with single
- * byte ranges. Only for {@link WarmUp}, which drives the real registry client through it: just enough of the
- * distribution API for a pull, and nothing a real registry would be trusted for.
+ * An {@link InMemoryRegistry} served on 127.0.0.1 by the JDK's HTTP server, for {@link WarmUp}, which drives the
+ * real registry client through it: nothing a real registry would be trusted for.
  */
 public final class LoopbackRegistry implements AutoCloseable {
-  private record Manifest(String mediaType, byte[] bytes) {}
-
   private final HttpServer server;
   private final ExecutorService threads;
-  private final Map<String, Manifest> manifests = new ConcurrentHashMap<>();
-  private final Map<String, byte[]> blobs = new ConcurrentHashMap<>();
+  private final InMemoryRegistry content = new InMemoryRegistry();
 
   private LoopbackRegistry(HttpServer server, ExecutorService threads) {
     this.server = server;
@@ -36,7 +30,7 @@ public final class LoopbackRegistry implements AutoCloseable {
         dev.flatpull.core.DaemonThreads.named("flatpull-warm-up-registry"));
     s.setExecutor(threads);
     LoopbackRegistry r = new LoopbackRegistry(s, threads);
-    s.createContext("/v2/", r::handle);
+    s.createContext("/v2", r::handle);
     s.start();
     return r;
   }
@@ -46,52 +40,37 @@ public final class LoopbackRegistry implements AutoCloseable {
     return "127.0.0.1:" + server.getAddress().getPort();
   }
 
-  void manifest(String repository, String tag, String mediaType, byte[] bytes) {
-    manifests.put("/v2/" + repository + "/manifests/" + tag, new Manifest(mediaType, bytes));
-  }
-
-  void blob(String repository, Digest digest, byte[] bytes) {
-    blobs.put("/v2/" + repository + "/blobs/" + digest, bytes);
+  /** What it serves. */
+  public InMemoryRegistry content() {
+    return content;
   }
 
   private void handle(HttpExchange x) throws IOException {
     try (x) {
-      String path = x.getRequestURI().getPath();
-      boolean head = x.getRequestMethod().equals("HEAD");
-      if (path.equals("/v2/")) {
-        send(x, 200, "application/json", "{}".getBytes(), head);
-        return;
+      String query = x.getRequestURI().getRawQuery();
+      String digest = null;
+      if (query != null) {
+        for (String p : query.split("&")) {
+          if (p.startsWith("digest=")) {
+            digest = java.net.URLDecoder.decode(p.substring(7), java.nio.charset.StandardCharsets.UTF_8);
+          }
+        }
       }
-      Manifest m = manifests.get(path);
-      if (m != null) {
-        x.getResponseHeaders().set("Docker-Content-Digest", Digest.sha256(m.bytes()).toString());
-        send(x, 200, m.mediaType(), m.bytes(), head);
-        return;
-      }
-      byte[] blob = blobs.get(path);
-      if (blob == null) {
-        send(x, 404, "application/json", "{\"errors\":[{\"code\":\"BLOB_UNKNOWN\"}]}".getBytes(), head);
-        return;
-      }
-      String range = x.getRequestHeaders().getFirst("Range");
-      if (range == null || !range.startsWith("bytes=")) {
-        send(x, 200, "application/octet-stream", blob, head);
-        return;
-      }
-      String[] se = range.substring(6).split("-", 2);
-      int start = Integer.parseInt(se[0]);
-      int end = se[1].isEmpty() ? blob.length - 1 : Math.min(blob.length - 1, Integer.parseInt(se[1]));
-      x.getResponseHeaders().set("Content-Range", "bytes " + start + "-" + end + "/" + blob.length);
-      send(x, 206, "application/octet-stream", java.util.Arrays.copyOfRange(blob, start, end + 1), head);
-    }
-  }
-
-  private static void send(HttpExchange x, int status, String type, byte[] body, boolean head) throws IOException {
-    x.getResponseHeaders().set("Content-Type", type);
-    x.sendResponseHeaders(status, head ? -1 : body.length);
-    if (!head) {
-      try (OutputStream out = x.getResponseBody()) {
-        out.write(body);
+      byte[] body = x.getRequestBody().readAllBytes();
+      InMemoryRegistry.Answer a = content.answer(x.getRequestMethod(), x.getRequestURI().getPath(), digest,
+          x.getRequestHeaders().getFirst("Range"), x.getRequestHeaders().getFirst("Content-Type"), body);
+      // The server sets Content-Length itself from the length given (none for a HEAD).
+      a.headers().forEach((k, v) -> {
+        if (!k.equalsIgnoreCase("Content-Length")) {
+          x.getResponseHeaders().set(k, v);
+        }
+      });
+      boolean empty = x.getRequestMethod().equals("HEAD") || a.body().length == 0;
+      x.sendResponseHeaders(a.status(), empty ? -1 : a.body().length);
+      if (!empty) {
+        try (OutputStream out = x.getResponseBody()) {
+          out.write(a.body());
+        }
       }
     }
   }

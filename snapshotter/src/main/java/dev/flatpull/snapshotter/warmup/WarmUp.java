@@ -535,19 +535,19 @@ public final class WarmUp {
   /** Serves {@code layers} as one image, {@code REPOSITORY:latest}, with an empty config. */
   public static void serveImage(LoopbackRegistry registry, List<Layer> layers) throws IOException {
     byte[] config = "{}".getBytes(StandardCharsets.UTF_8);
-    registry.blob(REPOSITORY, Digest.sha256(config), config);
+    registry.content().putBlob(config);
     ObjectNode m = JSON.createObjectNode().put("schemaVersion", 2).put("mediaType", MediaTypes.OCI_MANIFEST);
     m.putObject("config").put("mediaType", MediaTypes.OCI_CONFIG).put("digest", Digest.sha256(config).toString())
         .put("size", config.length);
     ArrayNode ls = m.putArray("layers");
     for (Layer l : layers) {
-      registry.blob(REPOSITORY, l.descriptor().digest(), l.blob());
+      registry.content().putBlob(l.blob());
       ObjectNode d = ls.addObject().put("mediaType", l.descriptor().mediaType())
           .put("digest", l.descriptor().digest().toString()).put("size", l.descriptor().size());
       ObjectNode a = d.putObject("annotations");
       l.descriptor().annotations().forEach(a::put);
     }
-    registry.manifest(REPOSITORY, "latest", MediaTypes.OCI_MANIFEST, JSON.writeValueAsBytes(m));
+    registry.content().putManifest("latest", MediaTypes.OCI_MANIFEST, JSON.writeValueAsBytes(m));
   }
 
   private static void deleteTree(Path dir) throws IOException {

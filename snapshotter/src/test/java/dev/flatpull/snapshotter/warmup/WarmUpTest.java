@@ -53,8 +53,8 @@ class WarmUpTest {
     try (LoopbackRegistry registry = LoopbackRegistry.start();
         RegistryClients clients = RegistryClients.create(FlatpullConfig.parse("t", "root = \"" + dir
             + "\"\n[registry]\nplain_http = true\nmax_attempts = 1\n"), FetchListener.NONE)) {
-      registry.manifest("a/b", "v1", MediaTypes.OCI_MANIFEST, manifest.getBytes(StandardCharsets.UTF_8));
-      registry.blob("a/b", Digest.sha256(blob), blob);
+      registry.content().putManifest("v1", MediaTypes.OCI_MANIFEST, manifest.getBytes(StandardCharsets.UTF_8));
+      registry.content().putBlob(blob);
       ImageReference ref = ImageReference.parse(registry.address() + "/a/b:v1");
       RegistryClient client = clients.client(ref);
 
