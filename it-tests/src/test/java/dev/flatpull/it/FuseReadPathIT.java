@@ -63,6 +63,8 @@ class FuseReadPathIT {
 
   private volatile Mode mode = Mode.NORMAL;
   private volatile ByteRange slowRange;
+  /** Counted down when a read reaches the slow range (the slow read is then held at the registry). */
+  private final java.util.concurrent.CountDownLatch slowReached = new java.util.concurrent.CountDownLatch(1);
   private final Cleanup cleanup = new Cleanup();
   private RegistryServer registry;
   private TestImage image;
@@ -104,6 +106,7 @@ class FuseReadPathIT {
     BlobReader controlled = range -> {
       ByteRange slow = slowRange;
       if (slow != null && range.offset() < slow.end() && slow.offset() < range.end()) {
+        slowReached.countDown();
         try {
           Thread.sleep(4000);
         } catch (InterruptedException e) {
@@ -155,7 +158,7 @@ class FuseReadPathIT {
     ExecutorService pool = Executors.newFixedThreadPool(6);
     try {
       Future<byte[]> slow = pool.submit(() -> readSome(mountA.resolve(slowFile), 4096));
-      Thread.sleep(300);
+      assertTrue(slowReached.await(10, TimeUnit.SECONDS), "the slow read reached the registry");
       List<String> others = image.files.keySet().stream()
           .filter(f -> f.startsWith("etc/java/") && !f.equals(slowFile)).limit(20).toList();
       long start = System.nanoTime();

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.core.Await;
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.HostileLayers;
 import dev.flatpull.fetcher.oci.OciDocuments;
@@ -20,6 +21,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -215,12 +217,10 @@ class HostileLayerIT {
         registry.address() + "/hostile/deep:1", at.toString())
         .redirectErrorStream(true).redirectOutput(log.toFile()).start();
     try {
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      while (!Cli.mountSaysMounted(Files.readString(log))) {
+      Await.until(Duration.ofSeconds(60), () -> {
         assertTrue(p.isAlive(), () -> "mount exited: " + read(log));
-        assertTrue(System.nanoTime() < deadline, () -> "not mounted within 60 s: " + read(log));
-        Thread.sleep(100);
-      }
+        return Cli.mountSaysMounted(Files.readString(log));
+      }, () -> "mounted: " + read(log));
       assertEquals(new String(DEEP_CONTENT, StandardCharsets.US_ASCII), readDeep(at));
     } finally {
       p.destroy();

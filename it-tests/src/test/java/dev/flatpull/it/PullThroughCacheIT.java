@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.Await;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.Platform;
@@ -212,18 +213,15 @@ class PullThroughCacheIT {
 
   /** The cache fills its copy of a blob in the background after the first request for it; this waits for that. */
   private static void awaitRangesHonoured(Descriptor blob) throws Exception {
-    Instant deadline = Instant.now().plus(Duration.ofSeconds(60));
     URI uri = URI.create("http://" + cache.address() + "/v2/it/pull-through/blobs/" + blob.digest());
-    while (Instant.now().isBefore(deadline)) {
+    Await.until(Duration.ofSeconds(60), () -> {
       HttpURLConnection c = (HttpURLConnection) uri.toURL().openConnection();
       c.setRequestProperty("Range", "bytes=0-0");
-      int status = c.getResponseCode();
-      c.disconnect();
-      if (status == 206) {
-        return;
+      try {
+        return c.getResponseCode() == 206;
+      } finally {
+        c.disconnect();
       }
-      Thread.sleep(200);
-    }
-    throw new AssertionError("the cache did not store " + blob.digest() + " within 60 s");
+    }, () -> "the cache stores " + blob.digest());
   }
 }

@@ -1,8 +1,8 @@
 package dev.flatpull.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.core.Await;
@@ -233,22 +233,17 @@ class RemoteSnapshotIT {
   }
 
   /** The layer index files the node keeps, once the first is complete (waited for: written when reads are quiet). */
+  /** The kept layer index files in the page cache's directory now. */
   private static List<String> keptIndexes() throws Exception {
     Path named = flatpull.root().resolve("cache").resolve("named");
-    List<String> found = List.of();
-    for (int i = 0; i < 100; i++) {
-      if (Files.isDirectory(named)) {
-        try (var s = Files.list(named)) {
-          found = s.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("layer-index-")).sorted().toList();
-        }
-      }
-      if (!found.isEmpty()) {
-        return found;
-      }
-      Thread.sleep(100);
+    if (!Files.isDirectory(named)) {
+      return List.of();
     }
-    return found;
+    try (var s = Files.list(named)) {
+      return s.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("layer-index-")).sorted().toList();
+    }
   }
+
 
   private static int servedFromKeptIndex() throws IOException {
     return (int) flatpull.log().lines().filter(l -> l.contains("index read from its kept file in")).count();
@@ -294,7 +289,8 @@ class RemoteSnapshotIT {
   @Order(4)
   void aKilledFuseManager_isReplaced_andTheLayersMountedAgainFromTheirStoredSource() throws Exception {
     // The layer's index, kept once reads were quiet: the new manager opens the layer from it, not from its TOC.
-    assertFalse(keptIndexes().isEmpty(), "no kept index file under " + flatpull.root());
+    Await.until(Duration.ofSeconds(10), () -> !keptIndexes().isEmpty(),
+        () -> "no kept index file under " + flatpull.root());
     int servedBefore = servedFromKeptIndex();
     long before = flatpull.managerPid();
     Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
@@ -558,16 +554,10 @@ class RemoteSnapshotIT {
   @Order(7)
   void imageRemoval_andGarbageCollection_removeTheSnapshotsAndMounts() throws Exception {
     containerd.ctrOk("image", "rm", "--sync", image);
-    long left = -1;
-    for (int i = 0; i < 100; i++) {
-      left = SnapshotsProbe.count(flatpull.socket());
-      if (left == 0) {
-        break;
-      }
-      Thread.sleep(100);
-    }
-    assertEquals(0, left, "snapshots left in flatpull after image rm and GC");
-    assertEquals(List.of(), keptIndexes(), "a removed layer's kept index file goes with it");
+    Await.until(Duration.ofSeconds(10), () -> SnapshotsProbe.count(flatpull.socket()) == 0,
+        () -> "snapshots left in flatpull after image rm and GC");
+    Await.until(Duration.ofSeconds(10), () -> keptIndexes().isEmpty(),
+        () -> "a removed layer's kept index file goes with it");
     assertEquals(List.of(), dev.flatpull.core.MountTable.under(flatpull.root()));
     try (var s = Files.list(flatpull.root().resolve("remote"))) {
       assertEquals(0, s.count());

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.core.Await;
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
@@ -18,8 +19,8 @@ import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fetcher.registry.Sleeper;
 import dev.flatpull.pagecache.PageCache;
-import dev.flatpull.runtimeimage.HostileRuntimeImages;
 import dev.flatpull.runtimeimage.HostileRuntimeImages.Hostile;
+import dev.flatpull.runtimeimage.HostileRuntimeImages;
 import dev.flatpull.runtimeimage.RuntimeImageArtifact;
 import dev.flatpull.runtimeimage.RuntimeImageDecoder;
 import dev.flatpull.runtimeimage.RuntimeImageFormat;
@@ -427,11 +428,9 @@ class RuntimeImageColdStartIT {
       assertFalse(n.flatpull().log().contains("no longer wait for its runtime image"),
           "a read waited for the lookup:\n" + n.flatpull().log());
       // Once the lookup answers, the runtime image loads (what the lazy loader brought meanwhile is reused).
-      long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-      while (n.metrics().getOrDefault("flatpull_runtime_image_lookups_total{result=\"loaded\"}", 0.0) < 1
-          && System.nanoTime() < deadline) {
-        Thread.sleep(50);
-      }
+      Await.until(Duration.ofSeconds(30),
+          () -> n.metrics().getOrDefault("flatpull_runtime_image_lookups_total{result=\"loaded\"}", 0.0) >= 1,
+          () -> "the runtime image loaded once the lookup answered");
       assertEquals(1.0, n.metrics().getOrDefault("flatpull_runtime_image_lookups_total{result=\"loaded\"}", 0.0),
           n.flatpull().log());
       assertWholeTreeMatches(n, DebianImage.pythonRootfs());

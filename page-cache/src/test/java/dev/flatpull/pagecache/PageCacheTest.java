@@ -2,8 +2,8 @@ package dev.flatpull.pagecache;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
@@ -498,10 +498,7 @@ class PageCacheTest {
         CacheWriterProcess.class.getName(), dir.toString(), "7").redirectErrorStream(true).start();
     try (BufferedReader out = new BufferedReader(new InputStreamReader(writer.getInputStream()))) {
       assertEquals("ready", out.readLine());
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-      while (countEntries() < 40 && System.nanoTime() < deadline) {
-        Thread.sleep(20);
-      }
+      Await.until(Duration.ofSeconds(20), () -> countEntries() >= 40, () -> "40 entries written before the kill");
       writer.destroyForcibly();
       assertTrue(writer.waitFor(10, TimeUnit.SECONDS));
       assertEquals(137, writer.exitValue(), "killed by SIGKILL");
