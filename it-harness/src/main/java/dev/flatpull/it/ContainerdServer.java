@@ -11,7 +11,11 @@ import java.util.List;
 /** A real containerd with its own root, state and socket, driven through {@code ctr-remote}. One per test class. */
 public final class ContainerdServer implements AutoCloseable {
   /** The containerd namespace the tests work in. */
-  public static final String NAMESPACE = "flatpull-it";
+  /**
+   * The namespace of this JVM's containers: containerd names a container's cgroup after its namespace and id, and the
+   * integration tests run in two JVMs at once, each with its own containerd, whose containers' ids may be alike.
+   */
+  public static final String NAMESPACE = "flatpull-it-" + ProcessHandle.current().pid();
 
   private final Process process;
   private final Path dir;
@@ -107,7 +111,7 @@ public final class ContainerdServer implements AutoCloseable {
     throw new IOException("containerd did not start within 30 s");
   }
 
-  /** Runs {@code ctr-remote -a SOCKET --namespace flatpull-it ARGS}. */
+  /** Runs {@code ctr-remote -a SOCKET --namespace NAMESPACE ARGS}, in this JVM's namespace. */
   public Processes.Result ctr(String... args) throws IOException, InterruptedException {
     return ctrIn(NAMESPACE, args);
   }

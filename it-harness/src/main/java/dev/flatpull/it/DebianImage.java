@@ -2,9 +2,12 @@ package dev.flatpull.it;
 
 import dev.flatpull.fetcher.reference.ImageReference;
 import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 
@@ -61,22 +64,32 @@ public final class DebianImage {
     return esgz;
   }
 
-  private static Path rootfs(String name, List<String> options) throws IOException, InterruptedException {
+  /**
+   * Builds under a lock file beside the tree: the integration tests run in two JVMs at once, and one must not delete
+   * the tree the other is building.
+   */
+  private static synchronized Path rootfs(String name, List<String> options) throws IOException, InterruptedException {
     Path base = Path.of(System.getProperty("java.io.tmpdir"), name);
     Path rootfs = base.resolve("rootfs");
     Path done = base.resolve("complete");
     if (Files.exists(done)) {
       return rootfs;
     }
-    Path debootstrap = Processes.require("debootstrap");
-    Processes.deleteTree(base);
-    Files.createDirectories(base);
-    List<String> cmd = new java.util.ArrayList<>(List.of(debootstrap.toString(), "--variant=minbase"));
-    cmd.addAll(options);
-    cmd.addAll(List.of(SUITE, rootfs.toString(), "http://deb.debian.org/debian"));
-    Processes.run(cmd, 900).orThrow(List.of("debootstrap"));
-    Files.createFile(done);
-    return rootfs;
+    try (FileChannel lockFile = FileChannel.open(base.resolveSibling(name + ".lock"), StandardOpenOption.CREATE,
+        StandardOpenOption.WRITE); FileLock lock = lockFile.lock()) {
+      if (Files.exists(done)) {
+        return rootfs; // the other JVM built it meanwhile
+      }
+      Path debootstrap = Processes.require("debootstrap");
+      Processes.deleteTree(base);
+      Files.createDirectories(base);
+      List<String> cmd = new java.util.ArrayList<>(List.of(debootstrap.toString(), "--variant=minbase"));
+      cmd.addAll(options);
+      cmd.addAll(List.of(SUITE, rootfs.toString(), "http://deb.debian.org/debian"));
+      Processes.run(cmd, 900).orThrow(List.of("debootstrap"));
+      Files.createFile(done);
+      return rootfs;
+    }
   }
 
   /**

@@ -1,9 +1,12 @@
 package dev.flatpull.it;
 
 import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.List;
 import java.util.Map;
 
@@ -11,7 +14,7 @@ import java.util.Map;
  * Podman's Docker-compatible API for Testcontainers, which the integration tests start themselves (no Docker engine
  * runs here): {@code podman system service} on {@link #SOCKET} (the failsafe configuration points
  * {@code DOCKER_HOST} at it), with a containers.conf of its own, and the locally built images the tests run (nothing
- * can be pulled from a public registry). Started once per JVM and stopped at its exit.
+ * can be pulled from a public registry). Started by the first JVM that needs it and left running.
  */
 public final class Podman {
   /** Where the API listens; {@code DOCKER_HOST=unix://} this, in it-tests' pom. */
@@ -24,35 +27,42 @@ public final class Podman {
 
   private Podman() {}
 
-  /** Starts the API service (if it does not answer yet) and builds the registry image (if absent). */
+  /**
+   * Starts the API service (if it does not answer yet) and builds the registry image (if absent). The integration
+   * tests run in two JVMs at once: the two serialize this on a file lock, and the service, once started, outlives the
+   * JVM that started it (another may still be using it; bin/test stops it at its end).
+   */
   public static synchronized void ensureRunning() throws IOException, InterruptedException {
-    if (started) {
+    if (started && answers()) {
       return;
     }
     Processes.require("podman");
     Path dir = Files.createDirectories(SOCKET.getParent());
     containersConf = dir.resolve("containers.conf");
-    // runc fails to set the default rlimits on this kind of machine; none are needed.
-    Files.writeString(containersConf, "[containers]\ndefault_ulimits = []\n");
-    if (!answers()) {
-      Files.deleteIfExists(SOCKET);
-      ProcessBuilder pb = new ProcessBuilder("podman", "system", "service", "--time=0", "unix://" + SOCKET)
-          .redirectErrorStream(true).redirectOutput(dir.resolve("podman-service.log").toFile());
-      pb.environment().put("CONTAINERS_CONF", containersConf.toString());
-      Process p = pb.start();
-      Runtime.getRuntime().addShutdownHook(new Thread(() -> Processes.stop(p), "podman-service-stop"));
-      for (int i = 0; i < 300 && !answers(); i++) {
-        if (!p.isAlive()) {
-          throw new IOException("podman system service exited: " + Files.readString(dir.resolve("podman-service.log")));
-        }
-        Thread.sleep(100);
-      }
+    try (FileChannel lockFile = FileChannel.open(dir.resolve("podman.lock"), StandardOpenOption.CREATE,
+        StandardOpenOption.WRITE); FileLock lock = lockFile.lock()) {
+      // runc fails to set the default rlimits on this kind of machine; none are needed.
+      Files.writeString(containersConf, "[containers]\ndefault_ulimits = []\n");
       if (!answers()) {
-        throw new IOException("podman system service did not answer on " + SOCKET);
+        Files.deleteIfExists(SOCKET);
+        ProcessBuilder pb = new ProcessBuilder("podman", "system", "service", "--time=0", "unix://" + SOCKET)
+            .redirectErrorStream(true).redirectOutput(dir.resolve("podman-service.log").toFile());
+        pb.environment().put("CONTAINERS_CONF", containersConf.toString());
+        Process p = pb.start();
+        for (int i = 0; i < 300 && !answers(); i++) {
+          if (!p.isAlive()) {
+            throw new IOException("podman system service exited: "
+                + Files.readString(dir.resolve("podman-service.log")));
+          }
+          Thread.sleep(100);
+        }
+        if (!answers()) {
+          throw new IOException("podman system service did not answer on " + SOCKET);
+        }
       }
-    }
-    if (run(List.of("podman", "image", "exists", REGISTRY_IMAGE), 60).exitCode() != 0) {
-      buildRegistryImage(dir.resolve("registry-image"));
+      if (run(List.of("podman", "image", "exists", REGISTRY_IMAGE), 60).exitCode() != 0) {
+        buildRegistryImage(dir.resolve("registry-image"));
+      }
     }
     started = true;
   }
