@@ -109,6 +109,15 @@ class RuntimeImageBadInputTest {
   }
 
   @Test
+  void anExtentsDigestThatIsNoDigest_isRefusedNamingTheField() throws Exception {
+    for (String bad : new String[] {"sha256:xyz", "md5:" + "0".repeat(32), "no digest"}) {
+      String m = formatError(withIndex(image.blob(), r -> extent(r, 0, 0).set(5,
+          JSON.getNodeFactory().textNode(bad))));
+      assertTrue(m.contains("index.layers[0].extents[0]: ") && m.contains("digest"), bad + ": " + m);
+    }
+  }
+
+  @Test
   void anIndexOutOfRange_isRefusedNamingTheField() throws Exception {
     String frame = formatError(withIndex(image.blob(), r -> extent(r, 0, 1).set(3, JSON.getNodeFactory().numberNode(999))));
     assertTrue(frame.contains("index.layers[0].extents[1]: frame 999 of"), frame);
