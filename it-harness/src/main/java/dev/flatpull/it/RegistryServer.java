@@ -12,12 +12,13 @@ import org.testcontainers.containers.wait.strategy.Wait;
 import org.testcontainers.utility.DockerImageName;
 
 /**
- * A real CNCF distribution registry on 127.0.0.1 with its own storage, started by the tests and stopped by them. One
- * per test class. The integration tests run it under Testcontainers (system property
+ * A real CNCF distribution registry on 127.0.0.1 with its own storage, started by the tests and stopped by them. The
+ * integration tests run it under Testcontainers (system property
  * {@code flatpull.registry=container}, set by it-tests' failsafe configuration): a container of a locally built image
  * (see {@link Podman}) whose port is published on the host's loopback. The demo and the benchmarks run Debian's
  * {@code docker-registry serve} as a plain process, so that they need no container engine and no port forwarding
- * sits in the measured path.
+ * sits in the measured path. One per test class, or one per JVM for classes that only push and read
+ * ({@link #shared}).
  */
 public final class RegistryServer implements AutoCloseable {
   private final Process process;
@@ -30,6 +31,31 @@ public final class RegistryServer implements AutoCloseable {
     this.container = container;
     this.dir = dir;
     this.port = port;
+  }
+
+  private static RegistryServer shared;
+  private boolean isShared;
+
+  /**
+   * The registry this JVM's test classes share when all they do with a registry is push their own repositories and
+   * read them: started at first use, stopped when the JVM exits; its {@link #close} does nothing. A class that stops
+   * the registry, looks at its storage or publishes runtime images (listed by the image's digest, which another class
+   * may push too) starts its own.
+   */
+  public static synchronized RegistryServer shared() throws IOException, InterruptedException {
+    if (shared == null) {
+      RegistryServer s = start();
+      s.isShared = true;
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+        try {
+          s.stop();
+        } catch (IOException e) {
+          System.err.println("stopping the shared registry: " + e);
+        }
+      }, "shared-registry-stop"));
+      shared = s;
+    }
+    return shared;
   }
 
   /** Starts a registry and waits until {@code /v2/} answers. Skips (or fails under CI) without the program. */
@@ -147,6 +173,12 @@ public final class RegistryServer implements AutoCloseable {
 
   @Override
   public void close() throws IOException {
+    if (!isShared) {
+      stop();
+    }
+  }
+
+  private void stop() throws IOException {
     if (container != null) {
       container.stop();
       return;

@@ -29,7 +29,7 @@ class ConvertAndCatIT {
 
   @BeforeAll
   void setUp() throws Exception {
-    registry = RegistryServer.start();
+    registry = RegistryServer.shared();
     image = TestImage.push(registry, "it/sample", "plain");
     esgz = registry.address() + "/it/sample:esgz";
     zstd = registry.address() + "/it/sample:zstd";

@@ -27,7 +27,7 @@ class CtrRemoteInteropIT {
 
   @BeforeAll
   void setUp() throws Exception {
-    registry = RegistryServer.start();
+    registry = RegistryServer.shared();
     containerd = ContainerdServer.start();
     image = TestImage.push(registry, "it/interop", "plain");
     containerd.ctrOk("image", "pull", "--plain-http", image.reference.toString());

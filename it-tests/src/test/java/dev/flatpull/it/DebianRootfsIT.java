@@ -60,7 +60,7 @@ class DebianRootfsIT {
     Processes.requireFuse();
     Path skopeo = Processes.require("skopeo");
     Path umoci = Processes.require("umoci");
-    registry = RegistryServer.start();
+    registry = RegistryServer.shared();
     ImageReference plain = DebianImage.push(registry.address(), "it/debian", "plain");
     work = Files.createTempDirectory("flatpull-debian");
     Processes.run(List.of(skopeo.toString(), "copy", "--src-tls-verify=false", "docker://" + plain,

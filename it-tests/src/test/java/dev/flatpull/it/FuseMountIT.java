@@ -67,7 +67,7 @@ class FuseMountIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    registry = cleanup.add(RegistryServer.start());
+    registry = cleanup.add(RegistryServer.shared());
     image = TestImage.push(registry, "it/fuse", "plain");
     String esgz = registry.address() + "/it/fuse:esgz";
     Cli.Run c = Cli.inProcess("convert", "--plain-http", "--chunk-size", "262144", image.reference.toString(), esgz);

@@ -81,7 +81,7 @@ class FuseReadPathIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    registry = cleanup.add(RegistryServer.start());
+    registry = cleanup.add(RegistryServer.shared());
     image = TestImage.push(registry.address(), "it/read-a", "plain", "a");
     TestImage.push(registry.address(), "it/read-b", "plain", "b");
     for (String repo : List.of("it/read-a", "it/read-b")) {

@@ -56,7 +56,7 @@ class HostileLayerIT {
 
   @BeforeAll
   void setUp() throws Exception {
-    registry = RegistryServer.start();
+    registry = RegistryServer.shared();
     flatpull = FlatpullDaemon.start("", false, HostileLayers.LIMITS_TOML + engineToml());
     flatpull.awaitManager();
     manager = new FuseManagerClient(flatpull.managerSocket(), List.of(), flatpull.root().resolve("fuse-manager.log"));

@@ -31,7 +31,7 @@ class MountCommandIT {
   @BeforeAll
   void setUp() throws Exception {
     Processes.requireFuse();
-    registry = RegistryServer.start();
+    registry = RegistryServer.shared();
     image = TestImage.push(registry, "it/mount", "plain");
     esgz = registry.address() + "/it/mount:esgz";
     Cli.Run c = Cli.inProcess("convert", "--plain-http", image.reference.toString(), esgz);

@@ -68,7 +68,7 @@ class SkopeoZstdChunkedIT {
   void setUp() throws Exception {
     Processes.requireFuse();
     Processes.require("skopeo");
-    registry = RegistryServer.start();
+    registry = RegistryServer.shared();
     work = Files.createTempDirectory("flatpull-skopeo");
     src = Files.createDirectories(work.resolve("src"));
     makeTree();
