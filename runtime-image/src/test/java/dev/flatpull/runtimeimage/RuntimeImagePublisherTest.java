@@ -181,8 +181,8 @@ class RuntimeImagePublisherTest {
     Fixture f = fixture();
     List<RuntimeImageBuilder.Built> builds = List.of(f.build(List.of("a")), f.build(List.of("b")),
         f.build(List.of("c")));
-    // Slow tag reads: every writer reads the index before any other has written it.
-    registry.tagReadDelayMillis = 60;
+    // Every writer reads the index before any other has written it.
+    registry.tagReadsMeet = new java.util.concurrent.CountDownLatch(builds.size());
     ExecutorService pool = Executors.newFixedThreadPool(3);
     try {
       List<Future<RuntimeImagePublisher.Published>> done = builds.stream()
@@ -193,7 +193,6 @@ class RuntimeImagePublisherTest {
     } finally {
       pool.shutdownNow();
     }
-    registry.tagReadDelayMillis = 0;
     List<RuntimeImageArtifact> listed = p.list(f.subject().digest());
     assertEquals(3, listed.size(), "every concurrent push survived: " + listed);
     assertTrue(registry.tagWrites.get() > 3, "the race happened (" + registry.tagWrites.get() + " index writes)");

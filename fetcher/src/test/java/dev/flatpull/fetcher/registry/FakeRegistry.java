@@ -41,8 +41,11 @@ public final class FakeRegistry extends Dispatcher implements AutoCloseable {
   /** The most requests the registry was answering at once. */
   public final AtomicInteger peakInFlight = new AtomicInteger();
   private final AtomicInteger inFlight = new AtomicInteger();
-  /** How long a read of a referrers tag takes (to make concurrent writers race). */
-  public volatile long tagReadDelayMillis;
+  /**
+   * When set, a read of a referrers tag counts it down and answers only once it is open (or after 5 s): with a count
+   * of N, N concurrent writers all read the index before any of them can write it, so that they race.
+   */
+  public volatile CountDownLatch tagReadsMeet;
   /**
    * When set, a referrers-API request answers only once a referrers tag was read (or after 2 s): a client that asks
    * the two one after another pays the 2 s, one that asks them at once does not.
@@ -101,8 +104,10 @@ public final class FakeRegistry extends Dispatcher implements AutoCloseable {
       if (tagRead != null) {
         tagRead.countDown();
       }
-      if (tagReadDelayMillis > 0) {
-        Thread.sleep(tagReadDelayMillis);
+      CountDownLatch meet = tagReadsMeet;
+      if (meet != null) {
+        meet.countDown();
+        meet.await(5, TimeUnit.SECONDS);
       }
     }
     if (path.contains("/referrers/")) {
