@@ -199,9 +199,7 @@ public final class WarmUp {
         for (int round = 0; round < MAX_PARSE_ROUNDS; round++) {
           long started = System.nanoTime();
           for (Layer l : parsed) {
-            LayerFormat format = l.descriptor().mediaType().equals(MediaTypes.OCI_LAYER_GZIP) ? LayerFormat.ESTARGZ
-                : LayerFormat.ZSTD_CHUNKED;
-            LayerTree.of(format.readToc(l.descriptor(), l.reader(), config.limits()));
+            LayerTree.of(LayerFormat.of(l.descriptor()).readToc(l.descriptor(), l.reader(), config.limits()));
           }
           long took = System.nanoTime() - started;
           if (round >= MIN_PARSE_ROUNDS && took >= best) {
@@ -533,22 +531,16 @@ public final class WarmUp {
   }
 
   /** Serves {@code layers} as one image, {@code REPOSITORY:latest}, with an empty config. */
-  public static void serveImage(LoopbackRegistry registry, List<Layer> layers) throws IOException {
+  public static void serveImage(LoopbackRegistry registry, List<Layer> layers) {
     byte[] config = "{}".getBytes(StandardCharsets.UTF_8);
-    registry.content().putBlob(config);
-    ObjectNode m = JSON.createObjectNode().put("schemaVersion", 2).put("mediaType", MediaTypes.OCI_MANIFEST);
-    m.putObject("config").put("mediaType", MediaTypes.OCI_CONFIG).put("digest", Digest.sha256(config).toString())
-        .put("size", config.length);
-    ArrayNode ls = m.putArray("layers");
+    Descriptor c = new Descriptor(MediaTypes.OCI_CONFIG, registry.content().putBlob(config), config.length, Map.of());
     for (Layer l : layers) {
       registry.content().putBlob(l.blob());
-      ObjectNode d = ls.addObject().put("mediaType", l.descriptor().mediaType())
-          .put("digest", l.descriptor().digest().toString()).put("size", l.descriptor().size());
-      ObjectNode a = d.putObject("annotations");
-      l.descriptor().annotations().forEach(a::put);
     }
-    registry.content().putManifest("latest", MediaTypes.OCI_MANIFEST, JSON.writeValueAsBytes(m));
+    registry.content().putManifest("latest", MediaTypes.OCI_MANIFEST, OciDocuments.writeManifest(
+        MediaTypes.OCI_MANIFEST, c, layers.stream().map(Layer::descriptor).toList(), Map.of()));
   }
+
 
   private static void deleteTree(Path dir) throws IOException {
     if (!Files.exists(dir)) {
