@@ -163,8 +163,11 @@ public record FlatpullConfig(
     String name = t.string("engine", FuseSettings.DEFAULTS.engine().configName());
     FuseSettings.Engine engine = FuseSettings.Engine.named(name)
         .orElseThrow(() -> t.invalid("engine", "\"" + name + "\" is not an engine (kernel, libfuse)"));
+    FuseSettings d = FuseSettings.DEFAULTS;
+    boolean passthrough = t.bool("passthrough", d.passthrough());
+    long minBytes = t.bytes("passthrough_min_bytes", d.passthroughMinBytes(), 1, Long.MAX_VALUE);
     t.rejectUnknownKeys();
-    return new FuseSettings(engine);
+    return new FuseSettings(engine, passthrough, minBytes);
   }
 
   private static RuntimeImageSettings runtimeImage(TomlTable t) throws ConfigException {

@@ -9,12 +9,20 @@ import java.util.Objects;
  * @param engine {@link Engine#KERNEL}: flatpull speaks the kernel's FUSE protocol on {@code /dev/fuse} itself (1 MiB
  *     reads, readdirplus, no round trip for opens); {@link Engine#LIBFUSE}: libfuse 2 through jnr-fuse. A node where
  *     the kernel engine cannot mount falls back to libfuse, with one log line.
+ * @param passthrough whether the kernel engine opens a file whose every byte is verified on the node with
+ *     {@code FOPEN_PASSTHROUGH} on a backing file assembled from its verified chunks, so that the kernel reads it
+ *     like a local file; it then answers every open (a round trip each) instead of none
+ * @param passthroughMinBytes the smallest file given a backing file: a file that fits in one read of the kernel's
+ *     readahead window (128 KiB) costs one round trip either way, and its backing file would only copy it
  */
-public record FuseSettings(Engine engine) {
-  public static final FuseSettings DEFAULTS = new FuseSettings(Engine.KERNEL);
+public record FuseSettings(Engine engine, boolean passthrough, long passthroughMinBytes) {
+  public static final FuseSettings DEFAULTS = new FuseSettings(Engine.KERNEL, true, 256L << 10);
 
   public FuseSettings {
     Objects.requireNonNull(engine);
+    if (passthroughMinBytes < 1) {
+      throw new IllegalArgumentException("passthrough_min_bytes must be at least 1");
+    }
   }
 
   /** The FUSE engines, by their configuration name. */

@@ -70,6 +70,8 @@ class FlatpullConfigTest {
         frame_slack = "8KiB"
         [fuse]
         engine = "libfuse"
+        passthrough = false
+        passthrough_min_bytes = "1MiB"
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
     assertEquals(Path.of("/srv/flatpull"), c.root());
@@ -101,6 +103,18 @@ class FlatpullConfigTest {
     assertEquals(new RuntimeImageSettings.Limits(0.5, 512, 8192), c.runtimeImage().limits());
     assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
     assertEquals(FuseSettings.Engine.LIBFUSE, c.fuse().engine());
+    assertEquals(false, c.fuse().passthrough());
+    assertEquals(1L << 20, c.fuse().passthroughMinBytes());
+  }
+
+  @Test
+  void parse_passthrough_isOnByDefault_forFilesOfMoreThanOneReadaheadWindow_andAMinimumBelowOneIsRefused() {
+    FuseSettings d = FuseSettings.DEFAULTS;
+    assertTrue(d.passthrough());
+    assertEquals(256L << 10, d.passthroughMinBytes());
+    ConfigException e = assertThrows(ConfigException.class,
+        () -> FlatpullConfig.parse("f.toml", "[fuse]\npassthrough_min_bytes = 0\n"));
+    assertEquals("fuse.passthrough_min_bytes", e.key());
   }
 
   @Test

@@ -12,6 +12,7 @@ import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchStatistics;
 import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fuse.BackingFiles;
 import dev.flatpull.fuse.ContentEvents;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
@@ -122,6 +123,7 @@ public final class LayerServer implements AutoCloseable {
   private final Map<String, ImageSession> sessions = new ConcurrentHashMap<>();
   private final RuntimeImageLoading runtimeImageLoading;
   private final TraceRecorder recorder = new TraceRecorder();
+  private final BackingFiles backingFiles;
   private final ReadaheadKnobs knobs = new ReadaheadKnobs();
   // The file systems the next mounts take, built ahead and while reads are quiet (see LayerFileSystem()).
   private final Spares<LayerFileSystem> spares;
@@ -151,6 +153,9 @@ public final class LayerServer implements AutoCloseable {
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
     this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
     this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(), this::whenQuiet);
+    // A passthrough read never reaches the recorder: none while reads are recorded.
+    this.backingFiles = config.fuse().passthrough() ? new BackingFiles(cache, config.fuse().passthroughMinBytes(),
+        this::whenQuiet, () -> !recorder.isRecording()) : BackingFiles.NONE;
     this.runtimeImageLoading = new RuntimeImageLoading(clients, cache, runtimeImages, metrics, nanoTime, clock,
         threads, this::mountOf);
   }
@@ -213,7 +218,8 @@ public final class LayerServer implements AutoCloseable {
         NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
-    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key, config.fuse().engine());
+    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key, config.fuse().engine(),
+        backingFiles, 0);
     long t3 = nanoTime.getAsLong();
     // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
     // for it.

@@ -35,8 +35,8 @@ final class KernelSession {
   static final int MAX_READ = MAX_PAGES * 4096;
   /** The oldest protocol served: 7.28 brought {@code max_pages}; kernels since 5.0 speak it. */
   static final int MIN_MINOR = 28;
-  /** The newest protocol whose structures this engine writes. */
-  static final int OUR_MINOR = 38;
+  /** The newest protocol whose structures this engine writes: 7.40 brought passthrough's. */
+  static final int OUR_MINOR = 40;
   private static final long VALID_SECONDS = 3600;
   private static final int IN_HEADER = 40;
   private static final int OUT_HEADER = 16;
@@ -84,9 +84,24 @@ final class KernelSession {
   static final long NO_OPENDIR_SUPPORT = 1L << 24;
   static final long EXPLICIT_INVAL_DATA = 1L << 25;
   static final long INIT_EXT = 1L << 30;
-  /** What this engine asks for, of what the kernel offers. */
+  /** FUSE_PASSTHROUGH (in flags2): files opened with a backing file the kernel reads itself. */
+  static final long PASSTHROUGH = 1L << 37;
+  /** What this engine asks for, of what the kernel offers; {@link #PASSTHROUGH} too when it has backing files. */
   static final long WANTED = ASYNC_READ | DO_READDIRPLUS | NO_OPEN_SUPPORT | PARALLEL_DIROPS | MAX_PAGES_FLAG
       | CACHE_SYMLINKS | NO_OPENDIR_SUPPORT | EXPLICIT_INVAL_DATA | INIT_EXT;
+  /**
+   * The stack depth a passthrough mount declares: its backing files on a plain file system (depth 0), so that the
+   * mount itself (then of depth 1) can still be a lower layer of the container's overlayfs, whose depth is at most 2.
+   */
+  private static final int MAX_STACK_DEPTH = 1;
+
+  // Open flags (fuse_open_out.open_flags).
+  private static final int FOPEN_KEEP_CACHE = 1 << 1;
+  private static final int FOPEN_NOFLUSH = 1 << 5;
+  private static final int FOPEN_PASSTHROUGH = 1 << 7;
+  /** A handle's {@code fh}: what {@link #release} is told the open was. */
+  private static final long FH_CACHED = 0;
+  private static final long FH_PASSTHROUGH = 1;
 
   /**
    * The kernel's INIT and this engine's answer.
@@ -95,19 +110,26 @@ final class KernelSession {
    * @param granted those this engine took
    */
   record Init(int kernelMajor, int kernelMinor, int minor, long offered, long granted, int maxPages,
-      int maxReadahead) {
+      int maxReadahead, boolean passthroughWanted) {
     boolean has(long flag) {
       return (granted & flag) != 0;
+    }
+
+    /** Whether opens are answered (passthrough) rather than left to the kernel (ENOSYS once). */
+    boolean answersOpens() {
+      return has(PASSTHROUGH);
     }
 
     /** One line for the log: what was negotiated. */
     String describe() {
       return String.format(java.util.Locale.ROOT,
           "kernel FUSE %d.%d, serving 7.%d: reads up to %d KiB, readahead %d KiB, readdirplus %s, open %s, opendir %s,"
-              + " cached symlinks %s, parallel dirops %s (offered 0x%x, granted 0x%x)",
+              + " cached symlinks %s, parallel dirops %s, passthrough %s (offered 0x%x, granted 0x%x)",
           kernelMajor, kernelMinor, minor, maxPages * 4, maxReadahead >> 10, yes(DO_READDIRPLUS),
-          has(NO_OPEN_SUPPORT) ? "without a round trip" : "answered", has(NO_OPENDIR_SUPPORT) ? "without a round trip"
-              : "answered", yes(CACHE_SYMLINKS), yes(PARALLEL_DIROPS), offered, granted);
+          answersOpens() ? "answered" : has(NO_OPEN_SUPPORT) ? "without a round trip" : "answered",
+          has(NO_OPENDIR_SUPPORT) ? "without a round trip" : "answered", yes(CACHE_SYMLINKS), yes(PARALLEL_DIROPS),
+          has(PASSTHROUGH) ? "yes" : !passthroughWanted ? "no (not asked for)"
+              : "no (the kernel does not offer it: complete files are read through FUSE)", offered, granted);
     }
 
     private String yes(long flag) {
@@ -121,6 +143,9 @@ final class KernelSession {
   private final LayerTree tree;
   private final LayerContentReader reader;
   private final FuseEvents events;
+  private final BackingFiles backing;
+  // Flags of the kernel's offer taken as not offered: how a test plays a kernel without a feature.
+  private final long ignored;
   private final SessionWorkers workers;
   private final CompletableFuture<Init> initialized = new CompletableFuture<>();
   private final CompletableFuture<Void> ended = new CompletableFuture<>();
@@ -130,14 +155,30 @@ final class KernelSession {
   private final Object storing = new Object();
   private ByteBuffer storeBuffer;
   private Pointer storeAt;
+  // The open handles of each file, by node id: the kernel requires every open of a file to be of one kind (cached or
+  // passthrough) and every passthrough open to name the same backing file, or it fails the open with EIO.
+  private final java.util.Map<Long, Opened> opened = new java.util.HashMap<>();
+  private final java.util.concurrent.atomic.AtomicLong passthroughOpens = new java.util.concurrent.atomic.AtomicLong();
+  // Cleared when the kernel refuses a backing file (no CAP_SYS_ADMIN in its namespace, a backing file system too
+  // deep): from then on every file of the mount is opened cached.
+  private volatile boolean passthrough = true;
+
+  /** A file's open handles: cached ones, or passthrough ones sharing {@code backingId}. */
+  private static final class Opened {
+    int cached;
+    int passthrough;
+    int backingId;
+  }
 
   private KernelSession(int fd, Path mountPoint, LayerTree tree, LayerContentReader reader, FuseEvents events,
-      Executor threads) {
+      BackingFiles backing, long ignored, Executor threads) {
     this.fd = fd;
     this.mountPoint = mountPoint;
     this.tree = tree;
     this.reader = reader;
     this.events = events;
+    this.backing = backing;
+    this.ignored = ignored;
     this.workers = new SessionWorkers(SessionWorkers.MAX_WORKERS, threads, this::work);
   }
 
@@ -154,8 +195,8 @@ final class KernelSession {
    *
    * @throws Unavailable when this process cannot open the device or mount it (no CAP_SYS_ADMIN, no FUSE)
    */
-  static KernelSession start(LayerTree tree, LayerContentReader reader, FuseEvents events, Path mountPoint,
-      Executor threads) throws IOException {
+  static KernelSession start(LayerTree tree, LayerContentReader reader, FuseEvents events, BackingFiles backing,
+      long ignored, Path mountPoint, Executor threads) throws IOException {
     Libc libc;
     try {
       libc = Libc.Holder.LIBC;
@@ -177,7 +218,8 @@ final class KernelSession {
       }
       throw new IOException("mount(2) of a FUSE file system at " + at + " failed: errno " + errno);
     }
-    KernelSession s = new KernelSession(fd, mountPoint.toAbsolutePath(), tree, reader, events, threads);
+    KernelSession s = new KernelSession(fd, mountPoint.toAbsolutePath(), tree, reader, events, backing, ignored,
+        threads);
     if (!s.workers.start()) {
       s.unmount();
       throw new IOException("no thread to serve the FUSE mount at " + at);
@@ -198,6 +240,11 @@ final class KernelSession {
   /** Requests of {@code opcode} the kernel sent so far. */
   long requests(int opcode) {
     return requests.get(opcode);
+  }
+
+  /** Opens answered with a backing file ({@code FOPEN_PASSTHROUGH}): their reads never reach this process. */
+  long passthroughOpens() {
+    return passthroughOpens.get();
   }
 
   /** Pages pushed into the kernel's page cache by {@link #store}. */
@@ -350,17 +397,19 @@ final class KernelSession {
         case LOOKUP -> lookup(nodeid, cString(in, IN_HEADER, length), out);
         case GETATTR -> getattr(nodeid, out);
         case READLINK -> readlink(nodeid, out);
-        case OPEN, OPENDIR -> {
-          // No open needs an answer: the kernel opens every file itself from now on, keeping its cache.
-          yield -Libc.ENOSYS;
-        }
+        case OPEN -> initialized.getNow(null) != null && initialized.getNow(null).answersOpens()
+            ? open(nodeid, out)
+            // No open needs an answer: the kernel opens every file itself from now on, keeping its cache.
+            : -Libc.ENOSYS;
+        case OPENDIR -> -Libc.ENOSYS;
         case READ -> read(nodeid, in.getLong(IN_HEADER + 8), in.getInt(IN_HEADER + 16), out, data);
         case READDIR, READDIRPLUS -> readdir(nodeid, in.getLong(IN_HEADER + 8), in.getInt(IN_HEADER + 16),
             opcode == READDIRPLUS, out);
         case GETXATTR -> getxattr(nodeid, in.getInt(IN_HEADER), cString(in, IN_HEADER + 8, length), out);
         case LISTXATTR -> listxattr(nodeid, in.getInt(IN_HEADER), out);
         case STATFS -> statfs(out);
-        case RELEASE, RELEASEDIR, FLUSH, DESTROY -> 0;
+        case RELEASE -> release(nodeid, in.getLong(IN_HEADER));
+        case RELEASEDIR, FLUSH, DESTROY -> 0;
         case FORGET, BATCH_FORGET, INTERRUPT -> Integer.MIN_VALUE;
         case ACCESS -> -Libc.ENOSYS;
         default -> -Libc.ENOSYS;
@@ -408,7 +457,8 @@ final class KernelSession {
     if ((offered & INIT_EXT) != 0) {
       offered |= (in.getInt(IN_HEADER + 16) & 0xffffffffL) << 32;
     }
-    long granted = offered & WANTED;
+    offered &= ~ignored;
+    long granted = offered & (backing.enabled() ? WANTED | PASSTHROUGH : WANTED);
     int served = Math.min(minor, OUR_MINOR);
     ByteBuffer o = out.slice(OUT_HEADER, 64).order(ByteOrder.nativeOrder());
     for (int i = 0; i < 64; i += 4) {
@@ -424,8 +474,9 @@ final class KernelSession {
     o.putInt(24, 1);
     o.putShort(28, (short) MAX_PAGES);
     o.putInt(32, (int) (granted >>> 32));
+    o.putInt(36, (granted & PASSTHROUGH) != 0 ? MAX_STACK_DEPTH : 0);
     Init init = new Init(major, minor, served, offered, granted, (granted & MAX_PAGES_FLAG) != 0 ? MAX_PAGES : 32,
-        maxReadahead);
+        maxReadahead, backing.enabled());
     LOG.log(System.Logger.Level.INFO, mountPoint + ": " + init.describe());
     initialized.complete(init);
     return 64;
@@ -451,6 +502,101 @@ final class KernelSession {
     }
     entry(out, OUT_HEADER, n.get());
     return ENTRY_OUT;
+  }
+
+  /**
+   * Answers an open (only on a passthrough mount; otherwise opens are never sent). A regular file whose backing file
+   * is assembled opens with {@code FOPEN_PASSTHROUGH}, unless it is open cached now; every other open is cached, its
+   * pages kept across opens (those {@link #store} pushed too) and no flush asked for on close.
+   */
+  private int open(long nodeid, ByteBuffer out) throws IOException {
+    Optional<Node> n = node(nodeid);
+    if (n.isEmpty()) {
+      return -Libc.ENOENT;
+    }
+    Node node = n.get();
+    long fh = FH_CACHED;
+    int flags = FOPEN_KEEP_CACHE | FOPEN_NOFLUSH;
+    int backingId = 0;
+    synchronized (opened) {
+      Opened o = opened.computeIfAbsent(nodeid, k -> new Opened());
+      if (o.passthrough == 0 && o.cached == 0 && node.kind() == LayerTree.Kind.REG && passthrough) {
+        Optional<Path> file = backing.find(node.content());
+        if (file.isPresent()) {
+          o.backingId = backingOpen(file.get());
+        }
+      }
+      if (o.passthrough > 0 || o.backingId > 0 && o.cached == 0) {
+        o.passthrough++;
+        fh = FH_PASSTHROUGH;
+        flags = FOPEN_PASSTHROUGH | FOPEN_NOFLUSH;
+        backingId = o.backingId;
+        passthroughOpens.incrementAndGet();
+      } else {
+        o.cached++;
+      }
+    }
+    out.putLong(OUT_HEADER, fh);
+    out.putInt(OUT_HEADER + 8, flags);
+    out.putInt(OUT_HEADER + 12, backingId);
+    return 16;
+  }
+
+  /**
+   * Registers {@code file} with the kernel as a backing file; its id, or 0 when it cannot be (evicted meanwhile: this
+   * open is cached; refused by the kernel: every later one is, said once).
+   */
+  private int backingOpen(Path file) {
+    int bfd = libc.open(file.toString(), Libc.O_RDONLY | Libc.O_CLOEXEC);
+    if (bfd < 0) {
+      return 0;
+    }
+    try {
+      ByteBuffer map = ByteBuffer.allocateDirect(16).order(ByteOrder.nativeOrder());
+      map.putInt(0, bfd);
+      int id = libc.ioctl(fd, Libc.FUSE_DEV_IOC_BACKING_OPEN, Pointer.wrap(Libc.Holder.RUNTIME, map));
+      if (id <= 0) {
+        int errno = Libc.Holder.errno();
+        passthrough = false;
+        LOG.log(System.Logger.Level.WARNING, mountPoint + ": the kernel refuses backing files (errno " + errno
+            + (errno == Libc.EPERM ? ": no CAP_SYS_ADMIN in the initial user namespace" : errno == Libc.ELOOP
+            ? ": the page cache's file system is itself stacked" : "") + "); its files are read through FUSE");
+        return 0;
+      }
+      return id;
+    } finally {
+      // The kernel holds the file from here on; the descriptor is not needed.
+      libc.close(bfd);
+    }
+  }
+
+  private int release(long nodeid, long fh) {
+    Optional<Node> n = node(nodeid);
+    boolean offer = false;
+    synchronized (opened) {
+      Opened o = opened.get(nodeid);
+      if (o == null) {
+        return 0;
+      }
+      if (fh == FH_PASSTHROUGH && o.passthrough > 0) {
+        if (--o.passthrough == 0) {
+          ByteBuffer id = ByteBuffer.allocateDirect(4).order(ByteOrder.nativeOrder()).putInt(0, o.backingId);
+          libc.ioctl(fd, Libc.FUSE_DEV_IOC_BACKING_CLOSE, Pointer.wrap(Libc.Holder.RUNTIME, id));
+          o.backingId = 0;
+        }
+      } else if (fh == FH_CACHED && o.cached > 0) {
+        o.cached--;
+        offer = true;
+      }
+      if (o.cached == 0 && o.passthrough == 0) {
+        opened.remove(nodeid);
+      }
+    }
+    if (offer && n.isPresent() && n.get().kind() == LayerTree.Kind.REG) {
+      // A file read whole while it was open gets its backing file for its next open.
+      backing.offer(n.get().content());
+    }
+    return 0;
   }
 
   private int getattr(long nodeid, ByteBuffer out) {
@@ -659,6 +805,8 @@ final class KernelSession {
       case GETXATTR -> "getxattr";
       case LISTXATTR -> "listxattr";
       case STATFS -> "statfs";
+      case OPEN -> "open";
+      case RELEASE -> "release";
       case INIT -> "init";
       default -> "opcode " + opcode;
     };

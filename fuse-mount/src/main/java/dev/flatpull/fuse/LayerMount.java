@@ -44,6 +44,22 @@ public final class LayerMount implements AutoCloseable {
 
   /** Mounts with {@code engine}, the kernel engine falling back to libfuse where it cannot mount. */
   public static LayerMount mount(LayerFileSystem fs, Path mountPoint, Engine engine) throws IOException {
+    return mount(fs, mountPoint, engine, BackingFiles.NONE, 0);
+  }
+
+  /** The kernel's passthrough, as a flag of its INIT offer: what {@code ignoredKernelFlags} takes to play a kernel without it. */
+  public static final long KERNEL_PASSTHROUGH = KernelSession.PASSTHROUGH;
+
+  /**
+   * Mounts with {@code engine}, the kernel engine falling back to libfuse where it cannot mount, and opening the
+   * layer's complete files with passthrough on {@code backing}'s files where the kernel offers it (the kernel engine
+   * alone; libfuse 2 cannot).
+   *
+   * @param ignoredKernelFlags flags of the kernel's INIT offer the engine takes as not offered (tests: a kernel without
+   *     {@link #KERNEL_PASSTHROUGH}); 0 in production
+   */
+  public static LayerMount mount(LayerFileSystem fs, Path mountPoint, Engine engine, BackingFiles backing,
+      long ignoredKernelFlags) throws IOException {
     if (engine == Engine.KERNEL) {
       if (!fs.bound()) {
         throw new IllegalStateException("a file system with no layer cannot be mounted");
@@ -51,7 +67,7 @@ public final class LayerMount implements AutoCloseable {
       clearStale(mountPoint);
       Files.createDirectories(mountPoint);
       try {
-        return mountKernel(fs, mountPoint);
+        return mountKernel(fs, mountPoint, backing, ignoredKernelFlags);
       } catch (KernelSession.Unavailable e) {
         if (FELL_BACK.compareAndSet(false, true)) {
           LOG.log(System.Logger.Level.WARNING, "the kernel FUSE engine cannot serve here (" + e.getMessage()
@@ -62,8 +78,10 @@ public final class LayerMount implements AutoCloseable {
     return mount(fs, mountPoint, false, LOOP_THREADS);
   }
 
-  private static LayerMount mountKernel(LayerFileSystem fs, Path mountPoint) throws IOException {
-    KernelSession s = KernelSession.start(fs.tree(), fs.reader(), fs.events(), mountPoint, LOOP_THREADS);
+  private static LayerMount mountKernel(LayerFileSystem fs, Path mountPoint, BackingFiles backing, long ignored)
+      throws IOException {
+    KernelSession s = KernelSession.start(fs.tree(), fs.reader(), fs.events(), backing, ignored, mountPoint,
+        LOOP_THREADS);
     try {
       CompletableFuture.anyOf(s.initialized(), s.ended()).get(MOUNT_TIMEOUT_SECONDS, TimeUnit.SECONDS);
       s.initialized().getNow(null);
@@ -104,7 +122,13 @@ public final class LayerMount implements AutoCloseable {
         kernel.requests(KernelSession.GETATTR), "read", kernel.requests(KernelSession.READ), "readdir",
         kernel.requests(KernelSession.READDIR), "readdirplus", kernel.requests(KernelSession.READDIRPLUS), "open",
         kernel.requests(KernelSession.OPEN) + kernel.requests(KernelSession.OPENDIR), "getxattr",
-        kernel.requests(KernelSession.GETXATTR), "readlink", kernel.requests(KernelSession.READLINK));
+        kernel.requests(KernelSession.GETXATTR), "readlink", kernel.requests(KernelSession.READLINK), "release",
+        kernel.requests(KernelSession.RELEASE));
+  }
+
+  /** Opens the kernel engine answered with a backing file: reads of those never reached this process. */
+  public long passthroughOpens() {
+    return kernel == null ? 0 : kernel.passthroughOpens();
   }
 
   /**

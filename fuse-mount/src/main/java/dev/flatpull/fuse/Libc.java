@@ -12,6 +12,7 @@ import jnr.ffi.types.ssize_t;
  * jnr-fuse already brings. Public only because jnr-ffi's generated class, in a loader of its own, implements it.
  */
 public interface Libc {
+  int O_RDONLY = 0;
   int O_RDWR = 2;
   int O_CLOEXEC = 0x80000;
   long MS_RDONLY = 1;
@@ -32,6 +33,13 @@ public interface Libc {
   int ERANGE = 34;
   int ENOSYS = 38;
   int ENODATA = 61;
+  int EOPNOTSUPP = 95;
+  int ELOOP = 40;
+
+  /** {@code FUSE_DEV_IOC_BACKING_OPEN}: {@code _IOW(229, 1, struct fuse_backing_map)} (16 bytes). */
+  long FUSE_DEV_IOC_BACKING_OPEN = 0x4010e501L;
+  /** {@code FUSE_DEV_IOC_BACKING_CLOSE}: {@code _IOW(229, 2, uint32_t)}. */
+  long FUSE_DEV_IOC_BACKING_CLOSE = 0x4004e502L;
 
   int open(String path, int flags);
 
@@ -44,6 +52,9 @@ public interface Libc {
   int mount(String source, String target, String fstype, long flags, String data);
 
   int umount2(String target, int flags);
+
+  /** The FUSE device's ioctls: {@code arg} points at their argument. */
+  int ioctl(int fd, long request, Pointer arg);
 
   int getuid();
 
