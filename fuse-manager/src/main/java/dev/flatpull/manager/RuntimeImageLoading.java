@@ -148,7 +148,9 @@ final class RuntimeImageLoading {
           + chosen.detail() + ") of " + s.reference + ": " + o.delivered() + " contents (" + o.deliveredBytes()
           + " bytes) streamed in " + took.toMillis() + " ms in " + o.requests() + " request(s), " + o.reused()
           + " already on the node" + (o.incremental() ? " (only missing frames fetched)" : "")
-          + rate(o.deliveredBytes(), firstLast[1] - firstLast[0]) + "; " + o.headroom();
+          + rate(o.deliveredBytes(), firstLast[1] - firstLast[0])
+          + (firstLast[1] > 0 ? ", done " + (firstLast[1] - s.startedNanos) / 1_000_000
+              + " ms after the image's first Prepare" : "") + "; " + o.headroom();
       if (o.failure().isPresent()) {
         LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
       } else {

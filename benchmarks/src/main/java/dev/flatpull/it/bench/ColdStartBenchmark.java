@@ -44,7 +44,9 @@ import java.util.Optional;
  * configuration, no runtime image looked for), {@code lazy-nobg} (the same with background fetch off), {@code
  * runtime-image} (flatpull's default configuration starting from the service's runtime image, recorded and pushed
  * before anything is timed), {@code runtime-image-libfuse} and {@code lazy-libfuse} ({@code runtime-image} and {@code lazy}
- * with {@code [fuse] engine = "libfuse"}: what the kernel engine buys), {@code lazy-nowarmup}
+ * with {@code [fuse] engine = "libfuse"}: what the kernel engine buys), {@code runtime-image-nopassthrough},
+ * {@code lazy-nopassthrough} and {@code warm-nopassthrough} (row {@code warm-flatpull-nopassthrough}: the same with
+ * {@code [fuse] passthrough = false}: what passthrough costs and buys), {@code lazy-nowarmup}
  * and {@code runtime-image-nowarmup} ({@code lazy} and {@code runtime-image} with {@code [snapshotter] warm_up =
  * false}: what the processes' warm-ups buy a node's first start), {@code warm} (a second
  * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
@@ -72,8 +74,10 @@ public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
   private static final String LIBFUSE = "[fuse]\nengine = \"libfuse\"\n";
+  private static final String NO_PASSTHROUGH = "[fuse]\npassthrough = false\n";
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
-      "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz");
+      "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz",
+      "lazy-nopassthrough", "runtime-image-nopassthrough");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -146,6 +150,8 @@ public final class ColdStartBenchmark {
       if (mode.equals("warm")) {
         plan.add(new Plan("warm-overlayfs", "gzip"));
         plan.add(new Plan("warm-flatpull", "flatpull"));
+      } else if (mode.equals("warm-nopassthrough")) {
+        plan.add(new Plan("warm-flatpull-nopassthrough", "flatpull"));
       } else if (mode.equals("overlayfs")) {
         plan.add(new Plan(mode, "gzip"));
       } else if (mode.equals("stargz-opt")) {
@@ -444,6 +450,12 @@ public final class ColdStartBenchmark {
       case "runtime-image" -> d = FlatpullDaemon.startIn(group, metrics, true, "");
       case "runtime-image-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, LIBFUSE);
       case "lazy-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n" + LIBFUSE);
+      // Without passthrough: opens left to the kernel (no round trip each), every read through FUSE.
+      case "runtime-image-nopassthrough" -> d = FlatpullDaemon.startIn(group, metrics, true, NO_PASSTHROUGH);
+      case "lazy-nopassthrough" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n"
+          + NO_PASSTHROUGH);
+      case "warm-flatpull-nopassthrough" -> d = FlatpullDaemon.startIn(group, metrics + "background_fetch = false",
+          true, "[runtime_image]\nload = false\n" + NO_PASSTHROUGH);
       // The same without the processes' warm-ups ([snapshotter] warm_up = false): what the warm-up buys a start.
       case "lazy-nowarmup" -> d = FlatpullDaemon.startIn(group, metrics + "warm_up = false", true,
           "[runtime_image]\nload = false\n");
@@ -551,7 +563,8 @@ public final class ColdStartBenchmark {
       return new ColdStartResult(run, image, linkName, p.mode(), p.format(), (t1 - t0) / 1_000_000,
           (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000, (t3 - t0) / 1_000_000, counts.requests().size(),
           counts.bytesDown(), counts.connections(), byKind, daemonRss, managerRss, peaks, hitRatio, fallbacks, firstMount,
-          laterMount, "");
+          laterMount, p.mode().startsWith("runtime-image") && node.flatpull().isPresent()
+              ? streamLeft(node.flatpull().get(), image, (t2 - t1) / 1_000_000) : -1, "");
     } catch (IOException | RuntimeException e) {
       progress("  failed: " + e);
       return ColdStartResult.failed(run, image, linkName, p.mode(), p.format(), String.valueOf(e.getMessage()));
@@ -598,6 +611,31 @@ public final class ColdStartBenchmark {
       }
     }
     return out;
+  }
+
+  private static final java.util.regex.Pattern STREAM_DONE = java.util.regex.Pattern.compile(
+      "done (\\d+) ms after the image's first Prepare");
+  private static final java.util.regex.Pattern MOUNTED_AFTER = java.util.regex.Pattern.compile(
+      "mounted in \\d+ ms, (\\d+) ms after the image's first Prepare");
+
+  /**
+   * How long the runtime image's stream of {@code image} went on after the task started, from the manager's log (see
+   * {@link ColdStartResult#streamLeftMillis}); -1 when the log does not say.
+   */
+  private static long streamLeft(FlatpullDaemon d, String image, long createMillis) throws IOException {
+    long done = -1;
+    long lastMount = -1;
+    for (String line : d.log().lines().filter(l -> l.contains("/bench/" + image)).toList()) {
+      java.util.regex.Matcher m = STREAM_DONE.matcher(line);
+      if (m.find()) {
+        done = Long.parseLong(m.group(1));
+      }
+      m = MOUNTED_AFTER.matcher(line);
+      if (m.find()) {
+        lastMount = Math.max(lastMount, Long.parseLong(m.group(1)));
+      }
+    }
+    return done < 0 || lastMount < 0 ? -1 : Math.max(0, done - lastMount - createMillis);
   }
 
   /** Where the FUSE manager's part of the start went (TOC, tree, mount, runtime image), for the progress log. */

@@ -150,6 +150,7 @@ final class ColdStartReport {
           seconds(l.rtt().toMillis()), seconds(Math.round(ri * 8_000.0 / l.bitsPerSecond())),
           seconds(limit.getAsLong())));
     }
+    appendFileSystem(b);
     b.append("\n| image | layers | lazy starts | first mount: TOC | first mount: tree and mount | later mount: TOC |"
         + " later mount: tree and mount | first / later, TOC's arrival to mounted tree |\n|---|---|---|---|---|---|---|---|\n");
     Map<String, List<ColdStartResult>> lazy = new LinkedHashMap<>();
@@ -233,6 +234,54 @@ final class ColdStartReport {
   }
 
   /** Median peaks of the daemon, the manager and their memory group (VmHWM, memory.peak), with any OOM kill. */
+  /**
+   * What the file system adds to a start whose data is on the node: the second start on flatpull against overlayfs'
+   * (time to ready), and a runtime-image start's start-to-ready against overlayfs' warm start-to-ready with the part
+   * of the stream still under way when the task started added ({@link ColdStartResult#streamLeftMillis}): the bound
+   * is 1.2x the one plus the other.
+   */
+  private void appendFileSystem(StringBuilder b) {
+    StringBuilder t = new StringBuilder();
+    for (String[] g : groups()) {
+      List<Row> rows = rows(g[0], g[1]);
+      Optional<Row> warm = baseline(rows, "warm-overlayfs", "gzip");
+      if (warm.isEmpty()) {
+        continue;
+      }
+      Optional<Row> flatpull = rows.stream().filter(r -> r.mode().equals("warm-flatpull") && !r.ready().isEmpty())
+          .findFirst();
+      Optional<Row> ri = rows.stream().filter(r -> r.mode().equals("runtime-image") && !r.ready().isEmpty())
+          .findFirst();
+      long warmReady = warm.get().median(ColdStartResult::readyMillis);
+      long warmStart = warm.get().median(ColdStartResult::startMillis);
+      String riStart = "-";
+      String left = "-";
+      String bound = "-";
+      String ratio = "-";
+      if (ri.isPresent()) {
+        List<Long> lefts = ri.get().ready().stream().map(ColdStartResult::streamLeftMillis).filter(x -> x >= 0)
+            .toList();
+        long start = ri.get().median(ColdStartResult::startMillis);
+        riStart = seconds(start);
+        if (!lefts.isEmpty()) {
+          long l = median(lefts);
+          long limit = Math.round(1.2 * warmStart) + l;
+          left = seconds(l);
+          bound = seconds(limit);
+          ratio = String.format(Locale.ROOT, "%.2f", start / (double) Math.max(1, limit));
+        }
+      }
+      t.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %s | %s |%n", g[0], g[1],
+          flatpull.map(f -> String.format(Locale.ROOT, "%.2fx", f.median(ColdStartResult::readyMillis)
+              / (double) Math.max(1, warmReady))).orElse("-"), seconds(warmStart), riStart, left, bound, ratio));
+    }
+    if (t.length() > 0) {
+      b.append("\n| image | link | warm-flatpull / warm-overlayfs | warm-overlayfs: start to ready |"
+          + " runtime image: start to ready | its stream left at start | 1.2x warm + stream left | runtime image /"
+          + " that |\n|---|---|---|---|---|---|---|---|\n").append(t);
+    }
+  }
+
   private static String peaks(Row row) {
     long d = row.median(r -> r.peaks().daemon());
     long m = row.median(r -> r.peaks().manager());

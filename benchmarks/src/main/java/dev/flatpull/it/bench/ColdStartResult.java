@@ -24,12 +24,15 @@ import java.util.Map;
  * @param firstMount of a {@code lazy} start: the FUSE manager's TOC (fetch, verify, parse), tree and mount
  *     milliseconds for the image's layer on the freshly started manager; empty otherwise
  * @param laterMount the same for the same layer pulled again on the same manager after the image was removed
+ * @param streamLeftMillis of a runtime-image start: how long its stream went on after the task started (0 when it was
+ *     done before; -1: not measured), from the FUSE manager's log: the stream's end and the image's last mount, each
+ *     after the image's first Prepare, with the pull's end taken as the last mount (so it errs short)
  * @param error why readiness was not reached; empty when it was
  */
 public record ColdStartResult(int run, String image, String link, String mode, String format, long pullMillis,
     long createMillis, long startMillis, long readyMillis, long requests, long bytesDown, long connections,
     Map<String, Long> byKind, long daemonRss, long managerRss, Peaks peaks, double hitRatio, long fallbacks,
-    List<Long> firstMount, List<Long> laterMount, String error) {
+    List<Long> firstMount, List<Long> laterMount, long streamLeftMillis, String error) {
 
   /**
    * Peak memory during a start, bytes (-1: not measured): each process's peak resident set (VmHWM, reset before the
@@ -48,6 +51,6 @@ public record ColdStartResult(int run, String image, String link, String mode, S
   /** A start that did not complete, with what was measured up to the failure. */
   static ColdStartResult failed(int run, String image, String link, String mode, String format, String error) {
     return new ColdStartResult(run, image, link, mode, format, -1, -1, -1, -1, 0, 0, 0, Map.of(), -1, -1, Peaks.NONE, -1, -1,
-        List.of(), List.of(), error);
+        List.of(), List.of(), -1, error);
   }
 }

@@ -14,7 +14,7 @@ class ColdStartReportTest {
         millis, 10, 1_000_000, 1, Map.of(), 100 << 20, 200 << 20,
         new ColdStartResult.Peaks(110 << 20, 250 << 20, 400 << 20, 1536L << 20, 0), mode.startsWith("runtime-image") ? 1.0 : -1,
         mode.startsWith("runtime-image") ? 0 : -1, mode.equals("lazy") ? List.of(100L, 20L, 30L) : List.of(),
-        mode.equals("lazy") ? List.of(90L, 20L, 20L + run) : List.of(), "");
+        mode.equals("lazy") ? List.of(90L, 20L, 20L + run) : List.of(), mode.startsWith("runtime-image") ? 100 : -1, "");
   }
 
   private static final Map<String, ColdStartReport.ImageSizes> SIZES = Map.of("python",
@@ -31,6 +31,17 @@ class ColdStartReportTest {
       rs.add(ready(run, "warm-overlayfs", "gzip", 500));
     }
     return rs;
+  }
+
+  @Test
+  void fileSystemTable_givesTheWarmRatio_andTheRuntimeImagesStartAgainstTheWarmStartPlusTheStreamLeft() {
+    List<ColdStartResult> rs = new ArrayList<>(matrix());
+    for (int run = 1; run <= 3; run++) {
+      rs.add(ready(run, "warm-flatpull", "flatpull", 550));
+    }
+    String md = new ColdStartReport(rs, SIZES).markdown();
+    // 550 / 500; warm start to ready 250 ms; runtime image's 2000 ms against 1.2 x 250 + 100 = 400 ms
+    assertTrue(md.contains("| python | 20ms/200mbit | 1.10x | 0.25 s | 2.00 s | 0.10 s | 0.40 s | 5.00 |"), md);
   }
 
   @Test
@@ -62,9 +73,9 @@ class ColdStartReportTest {
     assertEquals(List.of(), new ColdStartReport(rs, SIZES).problems());
     rs.add(ColdStartResult.failed(4, "python", "20ms/200mbit", "stargz", "flatpull", "no HTTP 200"));
     rs.add(new ColdStartResult(4, "python", "20ms/200mbit", "runtime-image", "flatpull", 1, 1, 1, 3, 1, 1, 1,
-        Map.of(), 1, 1, ColdStartResult.Peaks.NONE, 1.0, 2, List.of(), List.of(), ""));
+        Map.of(), 1, 1, ColdStartResult.Peaks.NONE, 1.0, 2, List.of(), List.of(), -1, ""));
     rs.add(new ColdStartResult(5, "python", "20ms/200mbit", "runtime-image", "flatpull", 1, 1, 1, 3, 1, 1, 1,
-        Map.of(), 1, 1, ColdStartResult.Peaks.NONE, 0.8, 0, List.of(), List.of(), ""));
+        Map.of(), 1, 1, ColdStartResult.Peaks.NONE, 0.8, 0, List.of(), List.of(), -1, ""));
     List<String> p = new ColdStartReport(rs, SIZES).problems();
     assertEquals(3, p.size(), p.toString());
     assertTrue(p.get(0).contains("not ready: no HTTP 200"), p.get(0));
