@@ -409,7 +409,10 @@ final class KernelSession {
         case LISTXATTR -> listxattr(nodeid, in.getInt(IN_HEADER), out);
         case STATFS -> statfs(out);
         case RELEASE -> release(nodeid, in.getLong(IN_HEADER));
-        case RELEASEDIR, FLUSH, DESTROY -> 0;
+        // A read-only file has nothing to flush: answered ENOSYS once, the kernel sends no FLUSH again. Otherwise every
+        // close(2) of a file opened without a round trip waits for one.
+        case FLUSH -> -Libc.ENOSYS;
+        case RELEASEDIR, DESTROY -> 0;
         case FORGET, BATCH_FORGET, INTERRUPT -> Integer.MIN_VALUE;
         case ACCESS -> -Libc.ENOSYS;
         default -> -Libc.ENOSYS;

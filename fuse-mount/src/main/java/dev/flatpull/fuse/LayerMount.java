@@ -123,7 +123,7 @@ public final class LayerMount implements AutoCloseable {
         kernel.requests(KernelSession.READDIR), "readdirplus", kernel.requests(KernelSession.READDIRPLUS), "open",
         kernel.requests(KernelSession.OPEN) + kernel.requests(KernelSession.OPENDIR), "getxattr",
         kernel.requests(KernelSession.GETXATTR), "readlink", kernel.requests(KernelSession.READLINK), "release",
-        kernel.requests(KernelSession.RELEASE));
+        kernel.requests(KernelSession.RELEASE), "flush", kernel.requests(KernelSession.FLUSH));
   }
 
   /** Opens the kernel engine answered with a backing file: reads of those never reached this process. */

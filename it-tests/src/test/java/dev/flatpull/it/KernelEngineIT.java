@@ -108,6 +108,15 @@ class KernelEngineIT {
     assertTrue(negotiated.contains("open without a round trip"), negotiated);
   }
 
+  /** A close waits for no FLUSH: answered ENOSYS once, the kernel sends none again (nothing to flush read-only). */
+  @Test
+  void closes_sendAtMostOneFlush() throws Exception {
+    for (int i = 10; i < 20; i++) {
+      assertArrayEquals(files[i], Files.readAllBytes(mount.mountPoint().resolve("f" + i)));
+    }
+    assertTrue(mount.requests().get("flush") <= 1, mount.requests().toString());
+  }
+
   @Test
   void aListing_bringsItsEntriesAttributes_soNoLookupFollows() throws Exception {
     long readdirplus = mount.requests().get("readdirplus");

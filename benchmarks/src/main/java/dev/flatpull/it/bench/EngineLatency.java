@@ -41,7 +41,8 @@ import jnr.ffi.Pointer;
  *
  * <p>Phases, each a median over single operations: lookup (the first stat of a name), getattr (statx with
  * AT_STATX_FORCE_SYNC, which makes FUSE ask its server), a 4 KiB read of a 4 KiB file (opened before the clock
- * starts), and a 1 MiB read of a 64 MiB file read from start to end.
+ * starts), a 1 MiB read of a 64 MiB file read from start to end, and the open and close of a 4 KiB file whose name
+ * is looked up.
  */
 final class EngineLatency {
   private static final int FILES = 1000;
@@ -126,7 +127,7 @@ final class EngineLatency {
         Thread.sleep(25);
       }
       System.out.println("backing files for passthrough: " + backing.stats());
-      String[] phases = {"lookup", "getattr", "4 KiB read", "1 MiB read"};
+      String[] phases = {"lookup", "getattr", "4 KiB read", "1 MiB read", "open+close"};
       Map<String, double[][]> samples = new LinkedHashMap<>();
       for (Target t : targets) {
         samples.put(t.name, new double[phases.length][]);
@@ -144,7 +145,8 @@ final class EngineLatency {
       }
       System.out.printf(Locale.ROOT, "%nOperation latency, median microseconds (%d rounds after one to warm up; kernel"
           + " caches dropped before each phase):%n", ROUNDS - 1);
-      System.out.printf(Locale.ROOT, "%-32s %10s %10s %12s %12s%n", "", phases[0], phases[1], phases[2], phases[3]);
+      System.out.printf(Locale.ROOT, "%-32s %10s %10s %12s %12s %12s%n", "", phases[0], phases[1], phases[2], phases[3],
+          phases[4]);
       Map<String, double[]> medians = new LinkedHashMap<>();
       for (Target t : targets) {
         double[] m = new double[phases.length];
@@ -152,14 +154,16 @@ final class EngineLatency {
           m[ph] = median(samples.get(t.name)[ph]);
         }
         medians.put(t.name, m);
-        System.out.printf(Locale.ROOT, "%-32s %10.1f %10.1f %12.1f %12.1f%n", t.name, m[0], m[1], m[2], m[3]);
+        System.out.printf(Locale.ROOT, "%-32s %10.1f %10.1f %12.1f %12.1f %12.1f%n", t.name, m[0], m[1], m[2], m[3],
+            m[4]);
       }
       double[] go = medians.get("go-fuse loopback");
       if (go != null) {
         for (String name : mounts.keySet()) {
           double[] m = medians.get("flatpull " + name);
           System.out.printf(Locale.ROOT, "flatpull %s / go-fuse: lookup %.2fx, getattr %.2fx, 4 KiB read %.2fx,"
-              + " 1 MiB read %.2fx%n", name, m[0] / go[0], m[1] / go[1], m[2] / go[2], m[3] / go[3]);
+              + " 1 MiB read %.2fx, open+close %.2fx%n", name, m[0] / go[0], m[1] / go[1], m[2] / go[2], m[3] / go[3],
+              m[4] / go[4]);
         }
       }
       for (Map.Entry<String, LayerMount> e : mounts.entrySet()) {
@@ -177,7 +181,7 @@ final class EngineLatency {
 
   /** One round of every phase on {@code t}: microseconds per operation. */
   private static double[][] measure(Target t, Statx statx) throws Exception {
-    double[][] out = new double[4][];
+    double[][] out = new double[5][];
     Pointer buf = Memory.allocateDirect(jnr.ffi.Runtime.getRuntime(statx), 256);
     dropCaches(t);
     out[0] = new double[FILES];
@@ -225,6 +229,17 @@ final class EngineLatency {
         }
         out[3][i] = (System.nanoTime() - t0) / 1e3;
       }
+    }
+    // Open and close of a file already looked up: no request at all where opens are left to the kernel, an OPEN and a
+    // RELEASE where they are answered (passthrough).
+    dropCaches(t);
+    out[4] = new double[FILES];
+    for (int i = 0; i < FILES; i++) {
+      Path p = t.root.resolve("f" + i);
+      Files.readAttributes(p, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+      long t0 = System.nanoTime();
+      FileChannel.open(p, StandardOpenOption.READ).close();
+      out[4][i] = (System.nanoTime() - t0) / 1e3;
     }
     return out;
   }
