@@ -11,12 +11,16 @@ import java.util.Objects;
  *     the kernel engine cannot mount falls back to libfuse, with one log line.
  * @param passthrough whether the kernel engine opens a file whose every byte is verified on the node with
  *     {@code FOPEN_PASSTHROUGH} on a backing file assembled from its verified chunks, so that the kernel reads it
- *     like a local file; it then answers every open (a round trip each) instead of none
+ *     like a local file; it then answers every open (a round trip each, and a release at the close) instead of none.
+ *     Off by default: measured, an answered open costs about 14 µs against 2.6 µs for an open and close left to the
+ *     kernel, which a start of many small files pays on every open (docs/benchmarks.md), while passthrough gains only
+ *     on large files read whole again (105 against 432 µs a MiB): a node whose services read large files (model
+ *     weights) turns it on
  * @param passthroughMinBytes the smallest file given a backing file: a file that fits in one read of the kernel's
  *     readahead window (128 KiB) costs one round trip either way, and its backing file would only copy it
  */
 public record FuseSettings(Engine engine, boolean passthrough, long passthroughMinBytes) {
-  public static final FuseSettings DEFAULTS = new FuseSettings(Engine.KERNEL, true, 256L << 10);
+  public static final FuseSettings DEFAULTS = new FuseSettings(Engine.KERNEL, false, 256L << 10);
 
   public FuseSettings {
     Objects.requireNonNull(engine);

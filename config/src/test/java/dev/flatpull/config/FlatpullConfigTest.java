@@ -70,7 +70,7 @@ class FlatpullConfigTest {
         frame_slack = "8KiB"
         [fuse]
         engine = "libfuse"
-        passthrough = false
+        passthrough = true
         passthrough_min_bytes = "1MiB"
         """);
     FlatpullConfig c = FlatpullConfig.load(f);
@@ -103,14 +103,16 @@ class FlatpullConfigTest {
     assertEquals(new RuntimeImageSettings.Limits(0.5, 512, 8192), c.runtimeImage().limits());
     assertEquals(9902, c.snapshotter().fuseManagerMetricsAddress().orElseThrow().getPort());
     assertEquals(FuseSettings.Engine.LIBFUSE, c.fuse().engine());
-    assertEquals(false, c.fuse().passthrough());
+    assertEquals(true, c.fuse().passthrough());
     assertEquals(1L << 20, c.fuse().passthroughMinBytes());
   }
 
   @Test
-  void parse_passthrough_isOnByDefault_forFilesOfMoreThanOneReadaheadWindow_andAMinimumBelowOneIsRefused() {
+  void parse_passthrough_isOffByDefault_forFilesOfMoreThanOneReadaheadWindow_andAMinimumBelowOneIsRefused()
+      throws Exception {
     FuseSettings d = FuseSettings.DEFAULTS;
-    assertTrue(d.passthrough());
+    assertFalse(d.passthrough());
+    assertTrue(FlatpullConfig.parse("f.toml", "[fuse]\npassthrough = true\n").fuse().passthrough());
     assertEquals(256L << 10, d.passthroughMinBytes());
     ConfigException e = assertThrows(ConfigException.class,
         () -> FlatpullConfig.parse("f.toml", "[fuse]\npassthrough_min_bytes = 0\n"));

@@ -17,6 +17,7 @@ import dev.flatpull.fetcher.registry.FetchListener;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fetcher.registry.Sleeper;
+import dev.flatpull.fuse.BackingFiles;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -117,8 +118,13 @@ class DebianRootfsIT {
    */
   private Path mountImage(FuseSettings.Engine engine, String tag, PageCache cache, boolean fromKeptIndexes)
       throws Exception {
+    return mountImage(engine, tag, cache, fromKeptIndexes, BackingFiles.NONE, "");
+  }
+
+  private Path mountImage(FuseSettings.Engine engine, String tag, PageCache cache, boolean fromKeptIndexes,
+      BackingFiles backing, String suffix) throws Exception {
     FlatpullConfig config = FlatpullConfig.DEFAULTS.withRegistry(FlatpullConfig.DEFAULTS.registry().withPlainHttp(true));
-    String name = engine.configName() + "-" + tag + (fromKeptIndexes ? "-kept" : "");
+    String name = engine.configName() + "-" + tag + (fromKeptIndexes ? "-kept" : "") + suffix;
     ImageReference ref = ImageReference.parse(registry.address() + "/it/debian:" + tag);
     List<String> lower = new ArrayList<>();
     // The mounts read through these clients until tearDown closes them.
@@ -133,7 +139,7 @@ class DebianRootfsIT {
       LazyLayer lazy = opener.open(layers.get(i));
       assertEquals(fromKeptIndexes, lazy.index().fromKeptFile(), "layer " + i + " opened from its kept index file");
       LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
-          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(name + "-layer" + i), engine);
+          new LayerContentReader(lazy, cache), FuseEvents.NONE), work.resolve(name + "-layer" + i), engine, backing, 0);
       mounts.add(m);
       assertEquals(engine, m.engine(), "no fallback");
       lower.add(0, m.mountPoint().toString());
@@ -143,6 +149,29 @@ class DebianRootfsIT {
         merged.toString()), 30).orThrow(List.of("mount -t overlay"));
     overlays.add(merged);
     return merged;
+  }
+
+  /**
+   * The image read through passthrough: mounted with backing files (of every size), read whole once (lazily, through
+   * FUSE reads, each file given its backing file as it is closed complete), then read again with the kernel's caches
+   * dropped, from the backing files. Both reads are the root file system, entry by entry.
+   */
+  @org.junit.jupiter.api.Test
+  void readThroughPassthrough_isIdenticalToUmociUnpack() throws Exception {
+    PageCache cache = cacheFor("passthrough");
+    BackingFiles backing = new BackingFiles(cache, 1, Runnable::run, () -> true);
+    int first = mounts.size();
+    Path merged = mountImage(FuseSettings.Engine.KERNEL, "estargz", cache, false, backing, "-passthrough");
+    List<String> diff = reference.differences(TreeSnapshot.of(merged), 20);
+    assertTrue(diff.isEmpty(), diff.size() + "+ differences, first ones:\n" + String.join("\n", diff));
+    assertTrue(backing.stats().assembled() > 1000, backing.stats().toString());
+    Processes.dropCaches();
+    long before = mounts.subList(first, mounts.size()).stream().mapToLong(LayerMount::passthroughOpens).sum();
+    diff = reference.differences(TreeSnapshot.of(merged), 20);
+    assertTrue(diff.isEmpty(), "through passthrough: " + diff.size() + "+ differences, first ones:\n"
+        + String.join("\n", diff));
+    long opens = mounts.subList(first, mounts.size()).stream().mapToLong(LayerMount::passthroughOpens).sum() - before;
+    assertTrue(opens > 1000, "files read through passthrough: " + opens);
   }
 
   /**

@@ -85,7 +85,10 @@ class HostileLayerIT {
     push("deep", deep);
   }
 
-  /** The FUSE engine's configuration, none for the default; {@link HostileLayerLibfuseIT} names the other one. */
+  /**
+   * The FUSE configuration, none for the default; {@link HostileLayerLibfuseIT} names the other engine,
+   * {@link HostileLayerPassthroughIT} passthrough.
+   */
   String engineToml() {
     return "";
   }
@@ -95,7 +98,8 @@ class HostileLayerIT {
   void theManagersMounts_areServedByTheConfiguredEngine() throws Exception {
     String log = Files.readString(flatpull.root().resolve("fuse-manager.log"));
     assertFalse(log.contains("cannot serve here"), log);
-    assertEquals(engineToml().isEmpty(), log.contains("kernel FUSE 7."), log);
+    assertEquals(!engineToml().contains("libfuse"), log.contains("kernel FUSE 7."), log);
+    assertEquals(engineToml().contains("passthrough = true"), log.contains("passthrough yes"), log);
   }
 
   private String push(String name, HostileLayers.Blob b) throws IOException {

@@ -44,9 +44,9 @@ import java.util.Optional;
  * configuration, no runtime image looked for), {@code lazy-nobg} (the same with background fetch off), {@code
  * runtime-image} (flatpull's default configuration starting from the service's runtime image, recorded and pushed
  * before anything is timed), {@code runtime-image-libfuse} and {@code lazy-libfuse} ({@code runtime-image} and {@code lazy}
- * with {@code [fuse] engine = "libfuse"}: what the kernel engine buys), {@code runtime-image-nopassthrough},
- * {@code lazy-nopassthrough} and {@code warm-nopassthrough} (row {@code warm-flatpull-nopassthrough}: the same with
- * {@code [fuse] passthrough = false}: what passthrough costs and buys), {@code lazy-nowarmup}
+ * with {@code [fuse] engine = "libfuse"}: what the kernel engine buys), {@code runtime-image-passthrough},
+ * {@code lazy-passthrough} and {@code warm-passthrough} (row {@code warm-flatpull-passthrough}: the same with
+ * {@code [fuse] passthrough = true}: what passthrough costs and buys), {@code lazy-nowarmup}
  * and {@code runtime-image-nowarmup} ({@code lazy} and {@code runtime-image} with {@code [snapshotter] warm_up =
  * false}: what the processes' warm-ups buy a node's first start), {@code warm} (a second
  * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
@@ -74,10 +74,10 @@ public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Modes that read the lazy eStargz image, once per {@code --formats} entry. */
   private static final String LIBFUSE = "[fuse]\nengine = \"libfuse\"\n";
-  private static final String NO_PASSTHROUGH = "[fuse]\npassthrough = false\n";
+  private static final String PASSTHROUGH = "[fuse]\npassthrough = true\n";
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
       "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz",
-      "lazy-nopassthrough", "runtime-image-nopassthrough");
+      "lazy-passthrough", "runtime-image-passthrough");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -150,8 +150,8 @@ public final class ColdStartBenchmark {
       if (mode.equals("warm")) {
         plan.add(new Plan("warm-overlayfs", "gzip"));
         plan.add(new Plan("warm-flatpull", "flatpull"));
-      } else if (mode.equals("warm-nopassthrough")) {
-        plan.add(new Plan("warm-flatpull-nopassthrough", "flatpull"));
+      } else if (mode.equals("warm-passthrough")) {
+        plan.add(new Plan("warm-flatpull-passthrough", "flatpull"));
       } else if (mode.equals("overlayfs")) {
         plan.add(new Plan(mode, "gzip"));
       } else if (mode.equals("stargz-opt")) {
@@ -450,12 +450,12 @@ public final class ColdStartBenchmark {
       case "runtime-image" -> d = FlatpullDaemon.startIn(group, metrics, true, "");
       case "runtime-image-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, LIBFUSE);
       case "lazy-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n" + LIBFUSE);
-      // Without passthrough: opens left to the kernel (no round trip each), every read through FUSE.
-      case "runtime-image-nopassthrough" -> d = FlatpullDaemon.startIn(group, metrics, true, NO_PASSTHROUGH);
-      case "lazy-nopassthrough" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n"
-          + NO_PASSTHROUGH);
-      case "warm-flatpull-nopassthrough" -> d = FlatpullDaemon.startIn(group, metrics + "background_fetch = false",
-          true, "[runtime_image]\nload = false\n" + NO_PASSTHROUGH);
+      // With passthrough: every open answered, files complete on the node read by the kernel from backing files.
+      case "runtime-image-passthrough" -> d = FlatpullDaemon.startIn(group, metrics, true, PASSTHROUGH);
+      case "lazy-passthrough" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n"
+          + PASSTHROUGH);
+      case "warm-flatpull-passthrough" -> d = FlatpullDaemon.startIn(group, metrics + "background_fetch = false",
+          true, "[runtime_image]\nload = false\n" + PASSTHROUGH);
       // The same without the processes' warm-ups ([snapshotter] warm_up = false): what the warm-up buys a start.
       case "lazy-nowarmup" -> d = FlatpullDaemon.startIn(group, metrics + "warm_up = false", true,
           "[runtime_image]\nload = false\n");

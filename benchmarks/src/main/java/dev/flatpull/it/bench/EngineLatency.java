@@ -85,18 +85,18 @@ final class EngineLatency {
     try (PageCache cache = PageCache.open(dir.resolve("engine-cache"), CacheSettings.DEFAULTS)) {
       List<Target> targets = new ArrayList<>();
       Map<String, LayerMount> mounts = new LinkedHashMap<>();
-      // The default engine as configured by default (passthrough for files above the default minimum: here the big
-      // file), the same engine without passthrough, and libfuse.
+      // The default engine as configured by default, the same with passthrough (for files above the default minimum:
+      // here the big file), and libfuse.
       java.util.concurrent.ExecutorService assembler = java.util.concurrent.Executors.newSingleThreadExecutor();
       open.add(assembler::shutdownNow);
       BackingFiles backing = new BackingFiles(cache, FuseSettings.DEFAULTS.passthroughMinBytes(), assembler,
           () -> true);
-      for (String name : List.of("kernel", "kernel, no passthrough", "libfuse")) {
+      for (String name : List.of("kernel", "kernel, passthrough", "libfuse")) {
         FuseSettings.Engine engine = name.startsWith("kernel") ? FuseSettings.Engine.KERNEL
             : FuseSettings.Engine.LIBFUSE;
         LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(lazy.index()),
             new LayerContentReader(lazy, cache), FuseEvents.NONE), dir.resolve("engine-" + mounts.size()),
-            engine, name.equals("kernel") ? backing : BackingFiles.NONE, 0);
+            engine, name.equals("kernel, passthrough") ? backing : BackingFiles.NONE, 0);
         open.add(m);
         mounts.put(name, m);
         targets.add(new Target("flatpull " + name, m.mountPoint(), null));
