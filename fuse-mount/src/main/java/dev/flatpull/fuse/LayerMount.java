@@ -47,7 +47,10 @@ public final class LayerMount implements AutoCloseable {
     return mount(fs, mountPoint, engine, BackingFiles.NONE, 0);
   }
 
-  /** The kernel's passthrough, as a flag of its INIT offer: what {@code ignoredKernelFlags} takes to play a kernel without it. */
+  /**
+   * The kernel's passthrough, as a flag of its INIT offer: what {@code ignoredKernelFlags} takes to play a kernel
+   * without it.
+   */
   public static final long KERNEL_PASSTHROUGH = KernelSession.PASSTHROUGH;
 
   /**
