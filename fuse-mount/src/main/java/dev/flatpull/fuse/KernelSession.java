@@ -339,7 +339,7 @@ final class KernelSession {
         }
         answer.fit(opcode == READ || opcode == READDIR || opcode == READDIRPLUS
             ? Math.min(in.getInt(IN_HEADER + 16), MAX_READ) : SMALL_ANSWER);
-        int length = serve(in, (int) n, answer.out, answer.data);
+        int length = serve(in, (int) n, answer.out);
         if (length > 0) {
           // ENOENT: the request was interrupted meanwhile; nobody waits for the answer.
           libc.write(fd, answer.at, length);
@@ -359,15 +359,14 @@ final class KernelSession {
   }
 
   /**
-   * A worker's answer buffer and the bytes a read is copied through, grown to the largest answer the worker has had
-   * to give: most are a few hundred bytes, a read's as large as the kernel's readahead window (128 KiB by default),
-   * and only a read the kernel asks 1 MiB for needs 1 MiB. Sixty-four workers on each of many mounts must not each
-   * hold 2 MiB for it.
+   * A worker's answer buffer, which a read's bytes are copied into straight from the page cache, grown to the largest
+   * answer the worker has had to give: most are a few hundred bytes, a read's as large as the kernel's readahead
+   * window (128 KiB by default), and only a read the kernel asks 1 MiB for needs 1 MiB. Sixty-four workers on each of
+   * many mounts must not each hold 1 MiB for it.
    */
   private static final class Answer {
     ByteBuffer out;
     Pointer at;
-    byte[] data = new byte[0];
 
     Answer() {
       fit(SMALL_ANSWER);
@@ -379,14 +378,11 @@ final class KernelSession {
         out = ByteBuffer.allocateDirect(OUT_HEADER + need).order(ByteOrder.nativeOrder());
         at = Pointer.wrap(Libc.Holder.RUNTIME, out);
       }
-      if (data.length < payload) {
-        data = new byte[payload];
-      }
     }
   }
 
   /** Answers one request into {@code out}; returns the answer's length, 0 for none. */
-  private int serve(ByteBuffer in, int length, ByteBuffer out, byte[] data) {
+  private int serve(ByteBuffer in, int length, ByteBuffer out) {
     int opcode = in.getInt(4);
     long unique = in.getLong(8);
     long nodeid = in.getLong(16);
@@ -402,7 +398,7 @@ final class KernelSession {
             // No open needs an answer: the kernel opens every file itself from now on, keeping its cache.
             : -Libc.ENOSYS;
         case OPENDIR -> -Libc.ENOSYS;
-        case READ -> read(nodeid, in.getLong(IN_HEADER + 8), in.getInt(IN_HEADER + 16), out, data);
+        case READ -> read(nodeid, in.getLong(IN_HEADER + 8), in.getInt(IN_HEADER + 16), out);
         case READDIR, READDIRPLUS -> readdir(nodeid, in.getLong(IN_HEADER + 8), in.getInt(IN_HEADER + 16),
             opcode == READDIRPLUS, out);
         case GETXATTR -> getxattr(nodeid, in.getInt(IN_HEADER), cString(in, IN_HEADER + 8, length), out);
@@ -627,7 +623,7 @@ final class KernelSession {
     return target.length;
   }
 
-  private int read(long nodeid, long offset, int size, ByteBuffer out, byte[] data) throws IOException {
+  private int read(long nodeid, long offset, int size, ByteBuffer out) throws IOException {
     Optional<Node> n = node(nodeid);
     if (n.isEmpty()) {
       return -Libc.ENOENT;
@@ -640,8 +636,7 @@ final class KernelSession {
       return 0;
     }
     int length = (int) Math.min(Math.min(size, MAX_READ), node.size() - offset);
-    int got = reader.read(node.content(), offset, data, length);
-    out.put(OUT_HEADER, data, 0, got);
+    int got = reader.read(node.content(), offset, out, OUT_HEADER, length);
     events.readServed("/" + node.content().name(), offset, got);
     return got;
   }

@@ -7,6 +7,7 @@ import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.pagecache.Reservation;
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.Set;
@@ -83,6 +84,15 @@ public final class LayerContentReader {
 
   /** Reads up to {@code length} bytes of {@code file} at {@code offset}; returns how many (0 at end of file). */
   public int read(LayerEntry file, long offset, byte[] dst, int length) throws IOException {
+    return read(file, offset, ByteBuffer.wrap(dst), 0, length);
+  }
+
+  /**
+   * Reads up to {@code length} bytes of {@code file} at {@code offset} into {@code dst} from its absolute index
+   * {@code at} (its position untouched); returns how many (0 at end of file). A FUSE engine passes the answer it
+   * writes to the kernel, so that cached content is copied once on its way there.
+   */
+  public int read(LayerEntry file, long offset, ByteBuffer dst, int at, int length) throws IOException {
     if (offset >= file.size() || length == 0) {
       return 0;
     }
@@ -93,8 +103,7 @@ public final class LayerContentReader {
     List<LayerChunk> missing = new ArrayList<>();
     for (LayerChunk c : chunks) {
       if (c.stored().isEmpty()) {
-        data.put(c, new byte[(int) c.size()]);
-        continue;
+        continue; // a hole: zeros, written below
       }
       Optional<byte[]> hit = cache.get(c.digest());
       if (hit.isPresent()) {
@@ -132,19 +141,33 @@ public final class LayerContentReader {
       }
     }
     for (LayerChunk c : chunks) {
+      if (c.stored().isEmpty()) {
+        zero(dst, at + (int) (Math.max(offset, c.fileOffset()) - offset),
+            (int) (Math.min(offset + n, c.fileEnd()) - Math.max(offset, c.fileOffset())));
+        continue;
+      }
       byte[] slice = sliced.get(c);
       if (slice != null) {
         // Already cut to the read's range, from a page source.
-        System.arraycopy(slice, 0, dst, (int) (Math.max(offset, c.fileOffset()) - offset), slice.length);
+        dst.put(at + (int) (Math.max(offset, c.fileOffset()) - offset), slice, 0, slice.length);
         continue;
       }
-      int copied = c.copyInto(data.get(c), offset, n, dst, 0);
+      int copied = c.copyInto(data.get(c), offset, n, dst, at);
       ContentEvents.Origin origin = origins.get(c);
       if (origin != null) {
         events.served(c.digest(), copied, origin);
       }
     }
     return n;
+  }
+
+  private static final byte[] ZEROS = new byte[64 << 10];
+
+  /** Zeros {@code length} bytes of {@code dst} from {@code index}: a hole's bytes, allocated for no read. */
+  private static void zero(ByteBuffer dst, int index, int length) {
+    for (int done = 0; done < length; done += ZEROS.length) {
+      dst.put(index + done, ZEROS, 0, Math.min(ZEROS.length, length - done));
+    }
   }
 
   /**

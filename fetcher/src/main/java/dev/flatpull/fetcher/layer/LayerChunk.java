@@ -2,6 +2,7 @@ package dev.flatpull.fetcher.layer;
 
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
+import java.nio.ByteBuffer;
 import java.util.Objects;
 
 /**
@@ -65,12 +66,20 @@ public final class LayerChunk {
    * @return the bytes copied
    */
   public int copyInto(byte[] bytes, long offset, int length, byte[] dst, int dstOffset) {
+    return copyInto(bytes, offset, length, ByteBuffer.wrap(dst), dstOffset);
+  }
+
+  /**
+   * The same into a buffer, at its absolute index {@code dstIndex} (its position untouched): a FUSE engine copies a
+   * read straight into the answer it writes to the kernel.
+   */
+  public int copyInto(byte[] bytes, long offset, int length, ByteBuffer dst, int dstIndex) {
     long from = Math.max(offset, fileOffset);
     long to = Math.min(offset + length, fileEnd());
     if (to <= from) {
       return 0;
     }
-    System.arraycopy(bytes, (int) (from - fileOffset), dst, dstOffset + (int) (from - offset), (int) (to - from));
+    dst.put(dstIndex + (int) (from - offset), bytes, (int) (from - fileOffset), (int) (to - from));
     return (int) (to - from);
   }
 
