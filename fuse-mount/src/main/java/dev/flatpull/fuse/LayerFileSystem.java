@@ -245,6 +245,9 @@ public final class LayerFileSystem extends FuseStubFS {
   @Override
   public int getxattr(String path, String name, Pointer value, long size) {
     return guard("getxattr", path, () -> {
+      if (!tree.hasXattrs()) {
+        return -ErrorCodes.ENOSYS(); // as the kernel engine: asked once, never again (LayerTree#hasXattrs)
+      }
       Optional<Node> n = node(path);
       if (n.isEmpty()) {
         return -ErrorCodes.ENOENT();

@@ -201,6 +201,7 @@ public final class LayerTree {
   private Node[] byIno;
   private long nextIno = 1;
   private long totalBytes;
+  private boolean anyXattrs;
 
   private LayerTree() {}
 
@@ -266,8 +267,19 @@ public final class LayerTree {
     t.byIno = new Node[Math.toIntExact(t.nextIno)];
     for (Node n : t.byPath.values()) {
       t.byIno[(int) n.ino] = n;
+      t.anyXattrs |= !n.xattrs().isEmpty();
     }
     return t;
+  }
+
+  /**
+   * Whether any node shows an extended attribute (its own, or an opaque directory's derived one). A layer with none
+   * can tell the kernel it has no xattrs at all: overlayfs asks every regular file of a lower layer for
+   * {@code trusted.overlay.metacopy} when it looks it up, and the kernel every executable for
+   * {@code security.capability}, each a round trip that can only find nothing.
+   */
+  public boolean hasXattrs() {
+    return anyXattrs;
   }
 
   private void countSubdirectories() {

@@ -117,6 +117,28 @@ class KernelEngineIT {
     assertTrue(mount.requests().get("flush") <= 1, mount.requests().toString());
   }
 
+  /**
+   * A layer without xattrs answers the first getxattr ENOSYS: the kernel answers every later one itself, as "not
+   * supported", which overlayfs (its metacopy check of every file it looks up) and exec's capability check take for
+   * "absent"; listing names still answers (none).
+   */
+  @Test
+  void aLayerWithoutXattrs_isAskedForOneAtMostOnce() throws Exception {
+    Processes.Result r = Processes.run(java.util.List.of("python3", "-c", String.join("\n",
+        "import errno, os, sys",
+        "for f in sys.argv[1:]:",
+        "    try:",
+        "        os.getxattr(f, 'trusted.overlay.metacopy')",
+        "        print('found')",
+        "    except OSError as e:",
+        "        print('unsupported' if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno])",
+        "print(os.listxattr(sys.argv[1]))"),
+        mount.mountPoint().resolve("f20").toString(), mount.mountPoint().resolve("f21").toString(),
+        mount.mountPoint().resolve("f22").toString()), 30);
+    assertEquals("unsupported\nunsupported\nunsupported\n[]", r.stdout().trim(), r.stderr());
+    assertTrue(mount.requests().get("getxattr") <= 1, mount.requests().toString());
+  }
+
   @Test
   void aListing_bringsItsEntriesAttributes_soNoLookupFollows() throws Exception {
     long readdirplus = mount.requests().get("readdirplus");
