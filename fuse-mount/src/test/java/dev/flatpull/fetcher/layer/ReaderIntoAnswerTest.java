@@ -25,7 +25,7 @@ import org.junit.jupiter.api.io.TempDir;
  * package for the zstd:chunked writer and sample tar the fetcher's tests keep package-private.
  */
 class ReaderIntoAnswerTest {
-  private static final int AT = 40; // a FUSE answer's header
+  private static final int AT = 40; // where the read starts in the answer, as a FUSE answer starts after its header
   private static final byte FILL = 0x5a;
 
   @TempDir Path dir;
