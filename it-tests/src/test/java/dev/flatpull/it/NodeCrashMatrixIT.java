@@ -155,6 +155,9 @@ class NodeCrashMatrixIT {
             + " acknowledged, %d failed at a kill; %d recoveries checked%n", KILLS, daemonKills, managerKills,
         (System.nanoTime() - started) / 1e9, ok.get(), failed.get(), recovered);
     assertEquals(KILLS, recovered);
+    // Only the node's first manager warmed up: each that replaced a killed one served at once.
+    long warmUps = flatpull.log().lines().filter(l -> l.contains("warmed up the remote-layer path")).count();
+    assertEquals(1, warmUps, "warm-ups of FUSE managers, " + managerKills + " of them replacements");
     assertTrue(ok.get() >= KILLS, "too little work between kills to exercise anything: " + ok.get());
   }
 

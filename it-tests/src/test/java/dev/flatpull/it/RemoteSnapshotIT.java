@@ -287,6 +287,34 @@ class RemoteSnapshotIT {
 
   @Test
   @Order(4)
+  void aKilledFuseManager_whileTheDaemonRuns_isReplacedAsItExits() throws Exception {
+    long before = flatpull.managerPid();
+    Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
+    Await.until(Duration.ofSeconds(30), () -> {
+      long now = flatpull.managerPid();
+      return now > 0 && now != before;
+    }, () -> "a manager other than " + before);
+    // Noticed by its exit, not at the watchdog's next round.
+    assertTrue(flatpull.log().contains("the FUSE manager " + before + " exited; starting another"), flatpull.log());
+    // A replacement serves without the warm-up (this node's configuration has none anyway; NodeCrashMatrixIT's has).
+    assertTrue(flatpull.log().contains("in place of the one that exited, without its warm-up"), flatpull.log());
+    Processes.Result fresh = null;
+    for (int i = 0; i < 60; i++) {
+      fresh = containerd.ctr("run", "--rm", "--snapshotter", "flatpull", image, "after-manager-exit",
+          "/usr/bin/python3", "-c", "import json; print(json.dumps('replaced'))");
+      // Until the new manager has mounted the layer again, its mount point is the dead one.
+      if (fresh.exitCode() == 0 || !(fresh.stderr().contains("unavailable")
+          || fresh.stderr().contains("transport endpoint is not connected"))) {
+        break;
+      }
+      Thread.sleep(500);
+    }
+    assertEquals(0, fresh.exitCode(), fresh.stderr() + flatpull.log());
+    assertEquals("\"replaced\"", fresh.stdout().trim());
+  }
+
+  @Test
+  @Order(4)
   void aKilledFuseManager_isReplaced_andTheLayersMountedAgainFromTheirStoredSource() throws Exception {
     // The layer's index, kept once reads were quiet: the new manager opens the layer from it, not from its TOC.
     Await.until(Duration.ofSeconds(10), () -> !keptIndexes().isEmpty(),

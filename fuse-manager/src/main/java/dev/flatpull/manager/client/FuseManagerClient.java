@@ -24,10 +24,14 @@ import java.util.logging.Logger;
  */
 public final class FuseManagerClient implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(FuseManagerClient.class.getName());
+  /** The manager command's option that skips its warm-up, whatever {@code [snapshotter] warm_up} says. */
+  public static final String NO_WARM_UP = "--no-warm-up";
   private final Path socket;
   private final List<String> command;
   private final Path log;
   private ManagedChannel channel;
+  // Whether a manager has answered this client: a manager started after that replaces one that exited.
+  private boolean answeredBefore;
 
   /**
    * @param command the command that runs a manager serving {@code socket} (started under {@code setsid})
@@ -39,22 +43,34 @@ public final class FuseManagerClient implements AutoCloseable {
     this.log = log;
   }
 
-  /** Starts a manager unless one answers already; returns once one answers. */
+  /**
+   * Starts a manager unless one answers already; returns once one answers. A manager that replaces one which answered
+   * this client before starts without its warm-up ({@code --no-warm-up}): the containers on the layers it mounts again
+   * and every remote Prepare wait for it, and the warm-up would make them wait 5-9 s longer, for a faster first start
+   * of a new image later.
+   */
   public synchronized StatusResponse ensureRunning() throws IOException {
     reconnectNow();
     try {
-      return status(2);
+      StatusResponse running = status(2);
+      answeredBefore = true;
+      return running;
     } catch (IOException notRunning) {
-      LOG.info("starting the FUSE manager: " + notRunning.getMessage());
+      LOG.info((answeredBefore ? "starting a FUSE manager in place of the one that exited, without its warm-up: "
+          : "starting the FUSE manager: ") + notRunning.getMessage());
     }
     Files.createDirectories(log.toAbsolutePath().getParent());
     List<String> full = new java.util.ArrayList<>();
     full.add("setsid");
     full.addAll(command);
+    if (answeredBefore) {
+      full.add(NO_WARM_UP);
+    }
     Process p = new ProcessBuilder(full).redirectErrorStream(true)
         .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
         .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
     StatusResponse s = await(java.time.Duration.ofSeconds(60), java.util.Optional.of(p));
+    answeredBefore = true;
     LOG.info("FUSE manager " + s.getPid() + " is serving " + socket);
     return s;
   }

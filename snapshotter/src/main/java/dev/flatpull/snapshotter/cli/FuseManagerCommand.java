@@ -6,12 +6,14 @@ import dev.flatpull.endpoints.metrics.Meters;
 import dev.flatpull.endpoints.metrics.MetricsServer;
 import dev.flatpull.manager.FuseManagerServer;
 import dev.flatpull.manager.LayerServer;
+import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.snapshotter.warmup.WarmUp;
 import java.io.IOException;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
 
 /**
  * {@code flatpull fuse-manager}: the process that serves remote layers; started by {@code flatpull serve}. The
@@ -25,6 +27,11 @@ import picocli.CommandLine.Mixin;
 final class FuseManagerCommand implements Callable<Integer> {
   @Mixin GlobalOptions global;
 
+  @Option(names = FuseManagerClient.NO_WARM_UP,
+      description = "Serve at once, without the warm-up (the daemon asks so of a manager that replaces one that"
+          + " exited).")
+  boolean noWarmUp;
+
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
@@ -34,7 +41,9 @@ final class FuseManagerCommand implements Callable<Integer> {
     Optional<MetricsServer> endpoint = Optional.empty();
     FuseManagerServer server;
     try {
-      WarmUp.beforeServing(config, FlatpullCommand.VERSION);
+      if (!noWarmUp) {
+        WarmUp.beforeServing(config, FlatpullCommand.VERSION);
+      }
       managerMeters.bind(layers);
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));

@@ -36,6 +36,8 @@ public final class SnapshotterDaemon implements AutoCloseable {
   private final Optional<MetricsServer> metricsEndpoint;
   private final ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(
       dev.flatpull.core.DaemonThreads.named("flatpull-watchdog"));
+  // The manager whose exit is watched, so that each is watched once.
+  private final java.util.concurrent.atomic.AtomicLong watched = new java.util.concurrent.atomic.AtomicLong(-1);
 
   private SnapshotterDaemon(RegistryClients clients, FuseManagerClient manager, OverlaySnapshotter snapshotter,
       SnapshotsServer server, Optional<MetricsServer> metricsEndpoint) {
@@ -95,11 +97,30 @@ public final class SnapshotterDaemon implements AutoCloseable {
    */
   private void keepLayersServed() {
     try {
-      manager.ensureRunning();
+      watchExit(manager.ensureRunning().getPid());
       snapshotter.remountRemote();
     } catch (IOException | RuntimeException e) {
       LOG.warning("checking the FUSE manager failed: " + e.getMessage());
     }
+  }
+
+  /**
+   * Replaces a manager as soon as it exits, not at the next round of the watchdog: until a new one serves, every
+   * remote Prepare is pulled whole and containerd's removals of remote snapshots wait (a node crash matrix round spent
+   * 10-20 s so). A manager this daemon did not start is watched too (the JDK polls a process that is not its child).
+   */
+  private void watchExit(long pid) {
+    if (pid <= 0 || watched.getAndSet(pid) == pid) {
+      return;
+    }
+    ProcessHandle.of(pid).ifPresent(h -> h.onExit().thenRun(() -> {
+      LOG.warning("the FUSE manager " + pid + " exited; starting another");
+      try {
+        watchdog.execute(this::keepLayersServed);
+      } catch (java.util.concurrent.RejectedExecutionException closing) {
+        // the daemon is stopping
+      }
+    }));
   }
 
   public int metricsPort() {
