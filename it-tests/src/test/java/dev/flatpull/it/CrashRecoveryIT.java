@@ -76,6 +76,12 @@ class CrashRecoveryIT {
     }
     System.out.printf("%d rounds, %d acknowledged calls, %d snapshots at the end%n", ROUNDS, totalOps, model.size());
     assertTrue(totalOps > ROUNDS * 5, "too few calls between kills to exercise anything: " + totalOps);
+    // Each start extracted SQLite's native library under the root, where the next start deletes what a killed one
+    // left (SqliteNativeLibraryTest), not into /tmp, where nothing ever did.
+    try (var native_ = Files.list(flatpull.root().resolve("native"))) {
+      long extracted = native_.filter(f -> f.getFileName().toString().endsWith("libsqlitejdbc.so")).count();
+      assertTrue(extracted >= 1 && extracted <= ROUNDS + 1, extracted + " native libraries under the root");
+    }
   }
 
   /** The daemon halts at one named instant of an operation (see CrashPoint); the restart must repair it. */

@@ -2,6 +2,7 @@ package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.snapshotter.daemon.SnapshotterDaemon;
+import dev.flatpull.snapshotter.store.SqliteNativeLibrary;
 import dev.flatpull.snapshotter.warmup.DaemonWarmUp;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -25,6 +26,8 @@ final class ServeCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
+    // Before the warm-up, whose own store is the process's first.
+    SqliteNativeLibrary.placeUnder(config.root().resolve("native"));
     DaemonWarmUp.beforeServing(config, global.platform());
     SnapshotterDaemon daemon = SnapshotterDaemon.start(config, global.platform(), managerCommand(config));
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
