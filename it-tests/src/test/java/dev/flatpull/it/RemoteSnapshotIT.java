@@ -108,6 +108,14 @@ class RemoteSnapshotIT {
         imageBytes, afterPull, fetched, 100.0 * fetched / imageBytes);
     assertTrue(fetched < imageBytes / 4, "fetched " + fetched + " of " + imageBytes);
     assertTrue(fetched > 0);
+    // containerd's calls, timed by method: the pull's Stat and Prepare (a remote one, answered AlreadyExists, so no
+    // Commit), the run's Prepare, Mounts and Remove.
+    Map<String, Double> daemon = MetricsEndpoint.parse(scrape(metricsPort));
+    for (String method : List.of("Prepare", "Mounts", "Remove", "Stat")) {
+      assertTrue(daemon.getOrDefault("flatpull_snapshots_calls_seconds_count{method=\"" + method + "\"}", 0.0) >= 1,
+          method + " in " + daemon.keySet());
+    }
+    assertTrue(daemon.get("flatpull_snapshots_calls_seconds_sum{method=\"Prepare\"}") > 0);
   }
 
   /** {@code flatpull cache empty} on a running node: the next start fetches again, and served layers keep working. */

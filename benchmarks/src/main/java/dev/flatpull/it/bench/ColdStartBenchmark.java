@@ -312,8 +312,8 @@ public final class ColdStartBenchmark {
 
   /** The node a mode runs on: containerd, its snapshotter's name, and the snapshotter's processes. */
   private record Node(ContainerdServer containerd, String snapshotter, Optional<FlatpullDaemon> flatpull,
-      Optional<MetricsEndpoint> managerMetrics, Optional<Process> stargz, Optional<Path> stargzRoot,
-      Optional<MemoryCgroup> group) implements AutoCloseable {
+      Optional<MetricsEndpoint> managerMetrics, Optional<MetricsEndpoint> daemonMetrics, Optional<Process> stargz,
+      Optional<Path> stargzRoot, Optional<MemoryCgroup> group) implements AutoCloseable {
     /** The snapshotter's processes: flatpull's daemon and manager, or stargz-snapshotter's daemon. */
     List<Long> pids() throws IOException, InterruptedException {
       List<Long> out = new ArrayList<>();
@@ -379,7 +379,7 @@ public final class ColdStartBenchmark {
   private Node node(String mode) throws Exception {
     return switch (mode) {
       case "overlayfs", "warm-overlayfs" -> new Node(ContainerdServer.start(), "overlayfs", Optional.empty(),
-          Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty());
+          Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty());
       case "stargz", "stargz-opt" -> {
         Path root = Files.createTempDirectory(Path.of("/var/tmp"), "stargz-");
         Path socket = root.resolve("stargz.sock");
@@ -391,7 +391,7 @@ public final class ColdStartBenchmark {
           Thread.sleep(100);
         }
         yield new Node(ContainerdServer.withProxySnapshotter("stargz", socket), "stargz", Optional.empty(),
-            Optional.empty(), Optional.of(p), Optional.of(root), Optional.of(group));
+            Optional.empty(), Optional.empty(), Optional.of(p), Optional.of(root), Optional.of(group));
       }
       default -> flatpullNode(mode);
     };
@@ -438,10 +438,13 @@ public final class ColdStartBenchmark {
 
   private Node flatpullNode(String mode) throws Exception {
     int managerPort = Processes.freePort();
-    String metrics = "fuse_manager_metrics_address = \"127.0.0.1:" + managerPort + "\"\n";
+    int daemonPort = Processes.freePort();
+    String metrics = "fuse_manager_metrics_address = \"127.0.0.1:" + managerPort + "\"\n"
+        + "metrics_address = \"127.0.0.1:" + daemonPort + "\"\n";
     FlatpullDaemon d;
     MemoryCgroup group = newGroup();
     Optional<MetricsEndpoint> endpoint = Optional.of(new MetricsEndpoint(managerPort));
+    Optional<MetricsEndpoint> daemonEndpoint = Optional.of(new MetricsEndpoint(daemonPort));
     switch (mode) {
       case "lazy" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n");
       // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
@@ -472,13 +475,14 @@ public final class ColdStartBenchmark {
           System.setProperty("flatpull.root", own);
         }
         endpoint = Optional.empty();
+        daemonEndpoint = Optional.empty();
       }
       default -> throw new IllegalArgumentException("unknown mode " + mode);
     }
     try {
       d.awaitManager();
       return new Node(ContainerdServer.withFlatpull(d.socket()), "flatpull", Optional.of(d), endpoint,
-          Optional.empty(), Optional.empty(), Optional.of(group));
+          daemonEndpoint, Optional.empty(), Optional.empty(), Optional.of(group));
     } catch (Exception e) {
       d.close();
       group.close();
@@ -510,6 +514,8 @@ public final class ColdStartBenchmark {
         node.containerd().removeContainer(id);
       }
       Map<String, Double> before = metrics(node);
+      Map<String, Double> daemonBefore = node.daemonMetrics().isEmpty() ? Map.of()
+          : node.daemonMetrics().get().samples();
       Processes.dropCaches();
       node.resetPeaks();
       link.mark();
@@ -527,6 +533,9 @@ public final class ColdStartBenchmark {
       long managerRss = node.managerRss();
       ColdStartResult.Peaks peaks = node.peaks();
       Map<String, Double> after = metrics(node);
+      if (node.daemonMetrics().isPresent()) {
+        progress("  " + SnapshotsCalls.between(daemonBefore, node.daemonMetrics().get().samples()));
+      }
       node.containerd().removeContainer(id);
       List<Long> firstMount = List.of();
       List<Long> laterMount = List.of();

@@ -70,7 +70,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
       snapshotter = OverlaySnapshotter.open(config.root(),
           new RegistryRemoteLayers(clients, platform, manager, nanoTime), metrics,
           OverlaySnapshotter.Environment.of(nanoTime, clock));
-      SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter);
+      SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter, metrics::call);
       Optional<MetricsServer> endpoint = Optional.empty();
       if (config.snapshotter().metricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().metricsAddress().get(), meters));

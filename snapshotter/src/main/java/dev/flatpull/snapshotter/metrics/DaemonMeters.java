@@ -41,6 +41,13 @@ public final class DaemonMeters implements SnapshotterMetrics {
         .publishPercentileHistogram().register(registry);
   }
 
+  /** A Snapshots API call of {@code method} answered in {@code nanos}: containerd waits for each. */
+  public void call(String method, long nanos) {
+    Timer.builder("flatpull.snapshots.calls").tag("method", method)
+        .description("containerd's calls of the Snapshots API, from arrival to answer")
+        .register(registry).record(nanos, TimeUnit.NANOSECONDS);
+  }
+
   /** The daemon's own registry traffic (manifests, mostly). */
   public void bindRegistry(dev.flatpull.fetcher.registry.FetchStatistics fetched) {
     RegistryTraffic.bind(registry, fetched);
