@@ -449,7 +449,7 @@ class RuntimeImageColdStartIT {
   @Order(3)
   void metricsEndpoint_byCurl_agreesWithTheRegistrysOwnLogAndWithTheTrace() throws Exception {
     RuntimeImageArtifact artifact = artifactOf(python, tracePythonA);
-    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty())) {
+    try (Node n = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.empty(), false)) {
       Start s = pythonStart(n, "py-metrics", PYTHON_A);
       Processes.Result curl = Processes.run(List.of("curl", "-sf", "http://127.0.0.1:" + n.metricsPort()
           + "/metrics"), 30);
@@ -490,7 +490,7 @@ class RuntimeImageColdStartIT {
   @Order(4)
   void incrementalInjection_serviceBAfterServiceA_fetchesOnlyTheFramesANodeLacks() throws Exception {
     Path cache = dir.resolve("shared-cache");
-    try (Node a = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.of(cache))) {
+    try (Node a = Node.fresh("service = \"" + tracePythonA.service().key() + "\"", Optional.of(cache), false)) {
       pythonStart(a, "py-a", PYTHON_A);
     }
     RuntimeImageArtifact b = artifactOf(python, tracePythonB);
@@ -513,7 +513,7 @@ class RuntimeImageColdStartIT {
       }
     }
     assertTrue(needed < layout.index().frames().size(), "service A brought some of B's content");
-    try (Node nb = Node.fresh("service = \"" + tracePythonB.service().key() + "\"", Optional.of(cache))) {
+    try (Node nb = Node.fresh("service = \"" + tracePythonB.service().key() + "\"", Optional.of(cache), false)) {
       Start s = pythonStart(nb, "py-b", PYTHON_B);
       System.out.print("python, service B after A: " + s.describe());
       String blobPath = "/blobs/" + b.manifest().digest().toString();
