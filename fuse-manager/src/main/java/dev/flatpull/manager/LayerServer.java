@@ -51,6 +51,8 @@ import java.util.logging.Logger;
  */
 public final class LayerServer implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(LayerServer.class.getName());
+  // Set by the first mount asked for; the warm-up stops at it.
+  private volatile boolean askedFor;
 
   /** One served layer. */
   public record Served(
@@ -176,6 +178,11 @@ public final class LayerServer implements AutoCloseable {
         Threads.create());
   }
 
+  /** Whether a layer has been asked for: the manager's warm-up, which runs while it serves, stops then. */
+  public boolean askedFor() {
+    return askedFor;
+  }
+
   /**
    * Mounts a layer lazily at {@code mountPoint}; an existing mount of the same layer there is kept.
    *
@@ -184,6 +191,7 @@ public final class LayerServer implements AutoCloseable {
    */
   public Served mount(Path mountPoint, String imageRef, String descriptorJson, Optional<ImageManifest> manifest)
       throws IOException {
+    askedFor = true;
     Path key = mountPoint.toAbsolutePath().normalize();
     Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
     Served existing = served.get(key);

@@ -150,17 +150,27 @@ public final class FlatpullDaemon implements AutoCloseable {
 
   private static final java.util.regex.Pattern SERVING = java.util.regex.Pattern.compile("fuse-manager \\d+: serving ");
 
-  /** Waits until the daemon's FUSE manager serves (the daemon starts it), as on a node that is up before its pulls. */
+  private static final java.util.regex.Pattern WARMED = java.util.regex.Pattern.compile(
+      "warmed up the remote-layer path|warm-up stopped|warm-up failed");
+
+  /**
+   * Waits until the daemon's FUSE manager serves (the daemon starts it) and, unless this configuration turns warm-ups
+   * off, has finished the warm-up it runs while serving: a node that is up before its pulls.
+   */
   public void awaitManager() throws IOException, InterruptedException {
     Path log = root().resolve("fuse-manager.log");
-    for (int i = 0; i < 300; i++) {
-      // The manager's own line once its socket serves; its warm-up logs "serving" for a synthetic layer before that.
-      if (Files.exists(log) && SERVING.matcher(Files.readString(log)).find()) {
-        return;
+    boolean warmUp = !Files.readString(config).contains("warm_up = false");
+    for (int i = 0; i < 600; i++) {
+      // The manager's own line once its socket serves; its warm-up logs "serving" for a synthetic layer after that.
+      if (Files.exists(log)) {
+        String text = Files.readString(log);
+        if (SERVING.matcher(text).find() && (!warmUp || WARMED.matcher(text).find())) {
+          return;
+        }
       }
       Thread.sleep(100);
     }
-    throw new IOException("the FUSE manager did not start: " + log());
+    throw new IOException("the FUSE manager did not start" + (warmUp ? " or warm up" : "") + ": " + log());
   }
 
   /** SIGKILL: no shutdown hook runs, nothing is flushed or unmounted. */

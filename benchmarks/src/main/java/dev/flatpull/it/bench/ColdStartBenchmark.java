@@ -48,7 +48,8 @@ import java.util.Optional;
  * {@code lazy-passthrough} and {@code warm-passthrough} (row {@code warm-flatpull-passthrough}: the same with
  * {@code [fuse] passthrough = true}: what passthrough costs and buys), {@code lazy-nowarmup}
  * and {@code runtime-image-nowarmup} ({@code lazy} and {@code runtime-image} with {@code [snapshotter] warm_up =
- * false}: what the processes' warm-ups buy a node's first start), {@code warm} (a second
+ * false}: what the processes' warm-ups buy a node's first start), {@code lazy-booted} and {@code runtime-image-booted}
+ * (the pull a second after the daemon answered and started its FUSE manager: a node that has just booted), {@code warm} (a second
  * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
  * warm-overlayfs} and {@code warm-flatpull}), {@code stargz} (stargz-snapshotter 0.12's daemon, when {@code --stargz}
  * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
@@ -77,7 +78,7 @@ public final class ColdStartBenchmark {
   private static final String PASSTHROUGH = "[fuse]\npassthrough = true\n";
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
       "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz",
-      "lazy-passthrough", "runtime-image-passthrough");
+      "lazy-passthrough", "runtime-image-passthrough", "lazy-booted", "runtime-image-booted");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -86,6 +87,8 @@ public final class ColdStartBenchmark {
   private final Path stargz;
   private final String baselineRoot;
   private final int optimizeLevel;
+  // When the daemon of a "-booted" mode's node answered (and started its FUSE manager).
+  private long daemonAnswered;
 
   private ColdStartBenchmark(RegistryServer registry, LinkEmulator link, Path stargz, String baselineRoot,
       int optimizeLevel) {
@@ -463,6 +466,10 @@ public final class ColdStartBenchmark {
       case "lazy-nowarmup" -> d = FlatpullDaemon.startIn(group, metrics + "warm_up = false", true,
           "[runtime_image]\nload = false\n");
       case "runtime-image-nowarmup" -> d = FlatpullDaemon.startIn(group, metrics + "warm_up = false", true, "");
+      // A node that has just booted: the daemon has answered and started its FUSE manager, which the pull finds
+      // still warming up (measure() pulls a second after the daemon answered).
+      case "runtime-image-booted" -> d = FlatpullDaemon.startIn(group, metrics, true, "");
+      case "lazy-booted" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n");
       case "lazy-baseline", "runtime-image-baseline" -> {
         // The daemon and its FUSE manager run from that tree's jar, with its defaults; lazy-baseline without runtime
         // images, which the registry holds for these images: the tree must know [runtime_image] load (any build
@@ -480,7 +487,11 @@ public final class ColdStartBenchmark {
       default -> throw new IllegalArgumentException("unknown mode " + mode);
     }
     try {
-      d.awaitManager();
+      if (mode.endsWith("-booted")) {
+        daemonAnswered = System.nanoTime();
+      } else {
+        d.awaitManager();
+      }
       return new Node(ContainerdServer.withFlatpull(d.socket()), "flatpull", Optional.of(d), endpoint,
           daemonEndpoint, Optional.empty(), Optional.empty(), Optional.of(group));
     } catch (Exception e) {
@@ -513,12 +524,17 @@ public final class ColdStartBenchmark {
         start(node, image, id);
         node.containerd().removeContainer(id);
       }
-      Map<String, Double> before = metrics(node);
+      boolean booted = p.mode().endsWith("-booted");
+      // A manager still warming up serves no metrics yet; a fresh one's counters are all zero.
+      Map<String, Double> before = booted ? Map.of() : metrics(node);
       Map<String, Double> daemonBefore = node.daemonMetrics().isEmpty() ? Map.of()
           : node.daemonMetrics().get().samples();
       Processes.dropCaches();
       node.resetPeaks();
       link.mark();
+      if (booted) {
+        Thread.sleep(Math.max(0, (daemonAnswered + 1_000_000_000L - System.nanoTime()) / 1_000_000));
+      }
       long t0 = System.nanoTime();
       if (!warm) {
         pull(node, ref);

@@ -45,9 +45,9 @@ public final class FuseManagerClient implements AutoCloseable {
 
   /**
    * Starts a manager unless one answers already; returns once one answers. A manager that replaces one which answered
-   * this client before starts without its warm-up ({@code --no-warm-up}): the containers on the layers it mounts again
-   * and every remote Prepare wait for it, and the warm-up would make them wait 5-9 s longer, for a faster first start
-   * of a new image later.
+   * this client before runs no warm-up ({@code --no-warm-up}): the layers it mounts again at once, for the containers
+   * that wait on them, and every remote Prepare would only share the CPU with it (a crash matrix round once spent 8 s
+   * waiting for a replacement's warm-up, when the manager warmed up before it served).
    */
   public synchronized StatusResponse ensureRunning() throws IOException {
     reconnectNow();

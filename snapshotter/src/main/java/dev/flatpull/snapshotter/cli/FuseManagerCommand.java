@@ -17,8 +17,8 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code flatpull fuse-manager}: the process that serves remote layers; started by {@code flatpull serve}. The
- * process's composition root: its layer server, warm-up ({@link WarmUp#beforeServing}), meters and metrics endpoint
- * are bound here.
+ * process's composition root: its layer server, meters and metrics endpoint are bound here, and its warm-up
+ * ({@link WarmUp#whileServing}) starts once it serves.
  */
 @Command(name = "fuse-manager", hidden = true, mixinStandardHelpOptions = true,
     description = {"Serve lazily pulled layers over FUSE for the snapshotter daemon, on [snapshotter]",
@@ -28,8 +28,7 @@ final class FuseManagerCommand implements Callable<Integer> {
   @Mixin GlobalOptions global;
 
   @Option(names = FuseManagerClient.NO_WARM_UP,
-      description = "Serve at once, without the warm-up (the daemon asks so of a manager that replaces one that"
-          + " exited).")
+      description = "No warm-up while serving (the daemon asks so of a manager that replaces one that exited).")
   boolean noWarmUp;
 
   @Override
@@ -41,9 +40,6 @@ final class FuseManagerCommand implements Callable<Integer> {
     Optional<MetricsServer> endpoint = Optional.empty();
     FuseManagerServer server;
     try {
-      if (!noWarmUp) {
-        WarmUp.beforeServing(config, FlatpullCommand.VERSION);
-      }
       managerMeters.bind(layers);
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));
@@ -65,6 +61,12 @@ final class FuseManagerCommand implements Callable<Integer> {
     }, "flatpull-fuse-manager-stop"));
     System.err.println("flatpull fuse-manager " + ProcessHandle.current().pid() + ": serving "
         + config.snapshotter().fuseManagerSocket());
+    if (!noWarmUp && config.snapshotter().warmUp()) {
+      Thread warmUp = new Thread(() -> WarmUp.whileServing(config, FlatpullCommand.VERSION, layers::askedFor),
+          "flatpull-warm-up");
+      warmUp.setDaemon(true);
+      warmUp.start();
+    }
     server.awaitTermination();
     return 0;
   }

@@ -75,6 +75,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.BooleanSupplier;
 import java.util.function.LongSupplier;
 import java.util.logging.Logger;
 import java.util.zip.GZIPInputStream;
@@ -121,21 +122,43 @@ public final class WarmUp {
   private WarmUp() {}
 
   /**
-   * The FUSE manager's warm-up before it serves, when {@code [snapshotter] warm_up} asks for it: the service the
-   * daemon calls ({@link #service}), then the TOC parser and read path ({@link #run}), under {@code ROOT}; a failure
-   * is logged, never fatal (the first remote Prepare is then slower).
+   * The FUSE manager's warm-up, run while it serves, when {@code [snapshotter] warm_up} asks for it: the service the
+   * daemon calls ({@link #service}), then the TOC parser and read path ({@link #run}), under {@code ROOT}, until done
+   * or until {@code asked} says a layer was asked for: then it stops at its next step, so that a node's first pull
+   * waits neither for the warm-up (5-9 s, which a node that had just booted waited whole before the manager served)
+   * nor behind it for the CPU. A failure is logged, never fatal (the first remote Prepare is then slower).
    *
    * @param version the version the service reports
    */
-  public static void beforeServing(FlatpullConfig config, String version) {
-    // The service first: it loads gRPC's Netty classes, one of which extends ArrayList, and loading that threw away
-    // every method the JIT compiler had compiled on the premise that ArrayList has no subclass, the TOC parser's
-    // among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so that a node's first real TOC
-    // was parsed by code compiled for profiling.
-    ifAskedFor(config, "the remote-layer path", () -> {
-      service(config.root().resolve("warm-up-service"), version, System::nanoTime, InstantSource.system());
-      run(config.root().resolve("warm-up"), InstantSource.system());
-    });
+  public static void whileServing(FlatpullConfig config, String version, BooleanSupplier asked) {
+    // The real service is serving already: it loaded gRPC's Netty classes, one of which extends ArrayList, and
+    // loading that threw away every method the JIT compiler had compiled on the premise that ArrayList has no
+    // subclass, the TOC parser's among them (the JIT's log: "dependency_failed leaf_type java/util/ArrayList"), so
+    // that a node's first real TOC was parsed by code compiled for profiling. Nothing compiled here is lost so.
+    Steps steps = () -> {
+      service(config.root().resolve("warm-up-service"), version, System::nanoTime, InstantSource.system(), asked);
+      run(config.root().resolve("warm-up"), InstantSource.system(), asked);
+    };
+    long started = System.nanoTime();
+    try {
+      ifAskedFor(config, "the remote-layer path", steps);
+    } catch (Stopped stopped) {
+      LOG.info(String.format("warm-up stopped after %.0f ms: a layer was asked for", (System.nanoTime() - started)
+          / 1e6));
+    }
+  }
+
+  /** A warm-up that stopped because a real layer was asked for. */
+  private static final class Stopped extends RuntimeException {
+    Stopped() {
+      super("a layer was asked for", null, false, false);
+    }
+  }
+
+  private static void unlessAsked(BooleanSupplier asked) {
+    if (asked.getAsBoolean()) {
+      throw new Stopped();
+    }
   }
 
   /** A process's warm-up. */
@@ -156,6 +179,8 @@ public final class WarmUp {
     try {
       steps.run();
       LOG.info(String.format("warmed up %s in %.0f ms", what, (System.nanoTime() - started) / 1e6));
+    } catch (Stopped stopped) {
+      throw stopped;
     } catch (IOException | RuntimeException e) {
       LOG.warning("warm-up failed (the first remote Prepare will be slower): " + e);
     }
@@ -167,6 +192,11 @@ public final class WarmUp {
    * @param clock the wall clock the runtime-image lookup's retries read
    */
   public static void run(Path dir, InstantSource clock) throws IOException {
+    run(dir, clock, () -> false);
+  }
+
+  /** {@link #run(Path, InstantSource)}, stopping at its next step once {@code asked} is true. */
+  static void run(Path dir, InstantSource clock, BooleanSupplier asked) throws IOException {
     Files.createDirectories(dir);
     try (LoopbackRegistry registry = LoopbackRegistry.start()) {
       List<Layer> blobs = syntheticLayers(dir);
@@ -179,6 +209,7 @@ public final class WarmUp {
         List<Descriptor> layers = List.of();
         ImageManifest manifest = null;
         for (int round = 0; round < 3; round++) {
+          unlessAsked(asked);
           manifest = client.resolve(ref, Platform.current()).manifest();
           layers = manifest.layers();
           // The lookup runs beside an image's first TOC: cold, its class loading slowed that TOC down (313 ms against
@@ -197,6 +228,7 @@ public final class WarmUp {
         parsed.add(shifted(blobs.get(0), 100_000_000L));
         long best = Long.MAX_VALUE;
         for (int round = 0; round < MAX_PARSE_ROUNDS; round++) {
+          unlessAsked(asked);
           long started = System.nanoTime();
           for (Layer l : parsed) {
             LayerTree.of(LayerFormat.of(l.descriptor()).readToc(l.descriptor(), l.reader(), config.limits()));
@@ -207,10 +239,12 @@ public final class WarmUp {
           }
           best = Math.min(best, took);
         }
+        unlessAsked(asked);
         runtimeImage(client, config, manifest, clock, dir.resolve("work"));
         // Mounted more than once: the first real mount after a single one still took 1.4x a later one (tree and
         // mount, 37 ms against 27 ms, in the cold-start benchmark).
         for (int round = 0; round < MOUNT_ROUNDS; round++) {
+          unlessAsked(asked);
           try (PageCache cache = PageCache.open(dir.resolve("cache-" + round),
               new CacheSettings(Optional.empty(), 8L << 20, 64L << 20, CacheSettings.DEFAULTS.reservationWait()));
               LayerMount m = LayerMount.mount(new LayerFileSystem(LayerTree.of(last.index()),
@@ -301,6 +335,11 @@ public final class WarmUp {
    */
   public static void service(Path dir, String version, LongSupplier nanoTime, InstantSource clock)
       throws IOException {
+    service(dir, version, nanoTime, clock, () -> false);
+  }
+
+  private static void service(Path dir, String version, LongSupplier nanoTime, InstantSource clock,
+      BooleanSupplier asked) throws IOException {
     try {
       withTinyImage(dir.resolve("image"), image -> {
         var manifest = image.clients().client(image.ref()).resolve(image.ref(), Platform.current()).manifest();
@@ -325,6 +364,7 @@ public final class WarmUp {
         try {
           grpc = UnixSockets.serve(socket, new FuseManagerService(server, config.root(), version));
           for (int round = 0; round < 3; round++) {
+            unlessAsked(asked);
             client.status(10);
             // Inside the manager's root: it refuses mount points anywhere else.
             Path mountPoint = Files.createDirectories(config.root().resolve("mount-" + round));
