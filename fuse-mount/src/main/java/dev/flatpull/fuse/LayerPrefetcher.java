@@ -119,7 +119,10 @@ public final class LayerPrefetcher implements Runnable {
     try {
       for (LayerChunk c : batch) {
         if (!reserved.containsKey(c)) {
-          cache.reserve(c.digest()).ifPresent(r -> reserved.put(c, r));
+          // The background's content is for later: kept out of the memory tier unless a read waits for it. The
+          // prioritized files are expected to be read soon.
+          (yieldToReads ? cache.reserveForLater(c.digest()) : cache.reserve(c.digest()))
+              .ifPresent(r -> reserved.put(c, r));
         }
       }
       if (reserved.isEmpty()) {

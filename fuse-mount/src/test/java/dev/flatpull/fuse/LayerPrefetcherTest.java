@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.CacheSettings;
+import dev.flatpull.core.Digest;
 import dev.flatpull.core.Await;
 import dev.flatpull.fetcher.layer.BlobReader;
 import dev.flatpull.fetcher.layer.BuiltLayer;
@@ -259,6 +260,21 @@ class LayerPrefetcherTest {
       assertArrayEquals(f.getValue(), got);
     }
     assertEquals(before, requests.get());
+  }
+
+  /** The background's content is for later: on disk, not in the memory tier; the prioritized files are in memory. */
+  @Test
+  void run_withBackground_keepsTheBackgroundsContentOutOfMemory_andThePrioritizedFilesIn() throws Exception {
+    new LayerPrefetcher(layer, cache, new ReadActivity(), layer.index().prioritized(), true).run();
+    cache.awaitWrites();
+    Digest prioritized = layer.index().entry("lib/part7.so").orElseThrow().chunks().get(0).digest();
+    Digest background = layer.index().entry("lib/part3.so").orElseThrow().chunks().get(0).digest();
+    var before = cache.stats();
+    assertTrue(cache.get(prioritized).isPresent());
+    assertTrue(cache.get(background).isPresent());
+    var after = cache.stats();
+    assertEquals(1, after.memoryHits() - before.memoryHits(), "the prioritized file's chunk, from memory");
+    assertEquals(1, after.diskHits() - before.diskHits(), "the background's chunk, from disk");
   }
 
   @Test

@@ -45,6 +45,8 @@ public final class PageCache implements AutoCloseable {
   private final ConcurrentHashMap<Digest, CompletableFuture<byte[]>> pending = new ConcurrentHashMap<>();
   // Reserved entries and the progress of their producers (NO_PROGRESS: a reader's own fetch, waited for in full).
   private final ConcurrentHashMap<Digest, ProducerProgress> reserved = new ConcurrentHashMap<>();
+  // Reserved entries a reader has waited for: their content is wanted now, whoever produces it.
+  private final java.util.Set<Digest> waitedFor = ConcurrentHashMap.newKeySet();
   private static final ProducerProgress NO_PROGRESS = new ProducerProgress(Duration.ofDays(1));
   // Content queued for its disk write: visible here until the disk has it, so that a memory tier that already
   // evicted it (or has no room at all) never makes stored content miss and be fetched again.
@@ -167,6 +169,9 @@ public final class PageCache implements AutoCloseable {
       if (theirs != null) {
         ProducerProgress progress = reserved.get(digest);
         boolean reservation = progress != null;
+        if (reservation) {
+          waitedFor.add(digest);
+        }
         try {
           byte[] b = await(theirs, progress);
           if (reservation) {
@@ -259,18 +264,38 @@ public final class PageCache implements AutoCloseable {
    */
   private byte[] store(Digest digest, byte[] content, boolean producer) {
     memory.put(digest, content);
+    writeBehind(digest, content, producer);
+    return content;
+  }
+
+  /**
+   * Content for later, which no reader has asked for (a layer fetched whole in the background): stored on disk, and
+   * visible from the write-behind queue until the disk has it, but kept out of the memory tier. A read of it later
+   * finds it on disk (verified again) and brings it into memory then. Before this, fetching a layer whole filled the
+   * memory tier, and so the heap's old generation, with content nobody read: collections inside a starting service
+   * copied it (docs/benchmarks.md, "Memory").
+   */
+  private void storeForLater(Digest digest, byte[] content) {
+    if (!writeBehind(digest, content, true)) {
+      // Interrupted while waiting for the disk, or the writer is closed: memory is the only place left for it.
+      memory.put(digest, content);
+    }
+  }
+
+  /** Queues {@code content}'s disk write; false when it was not queued (see {@link #store}). */
+  private boolean writeBehind(Digest digest, byte[] content, boolean producer) {
     int permits = Math.min(content.length, writeBehindBytes);
     if (!writeBehind.tryAcquire(permits)) {
       if (!producer) {
         diskWritesSkipped.increment();
-        return content;
+        return false;
       }
       writeBehindWaits.increment();
       try {
         writeBehind.acquire(permits);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
-        return content;
+        return false;
       }
     }
     writing.put(digest, content);
@@ -280,7 +305,8 @@ public final class PageCache implements AutoCloseable {
         try {
           disk.put(digest, content);
         } catch (IOException | RuntimeException e) {
-          // The content stays in memory and will be fetched again after a restart: a cost, not an error.
+          // The content stays in memory (if it was put there) and will be fetched again after a restart: a cost, not
+          // an error.
           diskWriteFailures.increment();
         } finally {
           writing.remove(digest, content);
@@ -288,12 +314,13 @@ public final class PageCache implements AutoCloseable {
           writeBehind.release(permits);
         }
       });
+      return true;
     } catch (java.util.concurrent.RejectedExecutionException closed) {
       writing.remove(digest, content);
       pendingWrites.decrementAndGet();
       writeBehind.release(permits);
+      return false;
     }
-    return content;
   }
 
   /** What {@link #empty} removed: entries and bytes on disk, and entries that were in memory. */
@@ -344,6 +371,19 @@ public final class PageCache implements AutoCloseable {
    * {@code progress} advances (see {@link ProducerProgress}).
    */
   public Optional<Reservation> reserve(Digest digest, ProducerProgress progress) throws IOException {
+    return reserve(digest, progress, false);
+  }
+
+  /**
+   * Like {@link #reserve(Digest)}, for a producer that fetches content ahead of any read (a layer fetched whole in the
+   * background): unless a reader waited for it, its content goes to disk only, not into the memory tier.
+   */
+  public Optional<Reservation> reserveForLater(Digest digest) throws IOException {
+    return reserve(digest, NO_PROGRESS, true);
+  }
+
+  private Optional<Reservation> reserve(Digest digest, ProducerProgress progress, boolean forLater)
+      throws IOException {
     if (contains(digest)) {
       return Optional.empty();
     }
@@ -357,7 +397,11 @@ public final class PageCache implements AutoCloseable {
       public void fill(VerifiedContent content) throws DigestMismatchException {
         try {
           byte[] bytes = ofDigest(digest, content, "reserved content");
-          store(digest, bytes, true);
+          if (forLater && !waitedFor.contains(digest)) {
+            storeForLater(digest, bytes);
+          } else {
+            store(digest, bytes, true);
+          }
           f.complete(bytes);
         } catch (DigestMismatchException e) {
           abandon();
@@ -375,6 +419,7 @@ public final class PageCache implements AutoCloseable {
 
       private void release() {
         reserved.remove(digest);
+        waitedFor.remove(digest);
         pending.remove(digest, f);
       }
     });

@@ -398,6 +398,49 @@ class PageCacheTest {
   }
 
   @Test
+  void reservationForLater_filledWithoutAReader_goesToDiskOnly_andIntoMemoryWhenRead() throws Exception {
+    PageCache cache = open();
+    byte[] b = bytes(30_000);
+    Digest d = Digest.sha256(b);
+    Reservation r = cache.reserveForLater(d).orElseThrow();
+    assertEquals(Optional.empty(), cache.reserveForLater(d), "one producer per entry");
+    r.fill(v(b));
+    assertTrue(cache.contains(d), "visible before its disk write is done");
+    cache.awaitWrites();
+    assertEquals(1, cache.stats().diskEntries());
+    assertArrayEquals(b, cache.get(d).orElseThrow());
+    assertEquals(0, cache.stats().memoryHits(), "not in the memory tier");
+    assertEquals(1, cache.stats().diskHits());
+    assertArrayEquals(b, cache.get(d).orElseThrow());
+    assertEquals(1, cache.stats().memoryHits(), "read once, in the memory tier");
+    assertEquals(1, cache.stats().diskHits());
+  }
+
+  @Test
+  void reservationForLater_aReaderWaitedForIt_keepsItInMemory() throws Exception {
+    PageCache cache = open();
+    byte[] b = bytes(30_000);
+    Digest d = Digest.sha256(b);
+    Reservation r = cache.reserveForLater(d).orElseThrow();
+    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
+    try {
+      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> v(b)));
+      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
+      Await.waiting(Duration.ofSeconds(10), readers);
+      r.fill(v(b));
+      assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
+    } finally {
+      pool.shutdownNow();
+    }
+    cache.awaitWrites();
+    long before = cache.stats().memoryHits();
+    assertArrayEquals(b, cache.get(d).orElseThrow());
+    assertEquals(before + 1, cache.stats().memoryHits());
+    assertEquals(0, cache.stats().diskHits());
+  }
+
+  @Test
   void reservation_abandonedOrFilledWrong_readersLoadThemselves() throws Exception {
     PageCache cache = open();
     byte[] b = bytes(30_000);
