@@ -552,6 +552,9 @@ public final class ColdStartBenchmark {
       if (node.daemonMetrics().isPresent()) {
         progress("  " + SnapshotsCalls.between(daemonBefore, node.daemonMetrics().get().samples()));
       }
+      if (node.managerMetrics().isPresent()) {
+        progress("  " + GcPauses.between(before, after));
+      }
       node.containerd().removeContainer(id);
       List<Long> firstMount = List.of();
       List<Long> laterMount = List.of();

@@ -1,6 +1,7 @@
 package dev.flatpull.endpoints.metrics;
 
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.binder.jvm.JvmGcMetrics;
 import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
@@ -10,7 +11,7 @@ import java.nio.file.Path;
 
 /**
  * The meter registry of one process, with what every flatpull process reports about itself (JVM and resident
- * memory). This package is the only user of Micrometer: the rest of flatpull reports through plain interfaces
+ * memory, collections). This package is the only user of Micrometer: the rest of flatpull reports through plain interfaces
  * ({@code SnapshotterMetrics}, {@code RemoteLayerMetrics}) and counters, bound here in each process's composition root.
  */
 public final class Meters {
@@ -18,6 +19,9 @@ public final class Meters {
 
   public Meters() {
     new JvmMemoryMetrics().bindTo(registry);
+    // Collections and their pauses (jvm_gc_pause_seconds): whether a collection fell inside a service's start is what
+    // sizes the heap (docs/benchmarks.md, "Memory"). Bound for the process's life, like the registry.
+    new JvmGcMetrics().bindTo(registry);
     Gauge.builder("flatpull.process.resident", Meters::residentBytes).baseUnit("bytes")
         .description("Resident memory of this process (VmRSS)").register(registry);
   }
