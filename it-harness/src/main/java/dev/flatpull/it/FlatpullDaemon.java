@@ -108,7 +108,7 @@ public final class FlatpullDaemon implements AutoCloseable {
         %s
         """.formatted(dir.resolve("root"), registryToml, socket, managerSocket,
         defaultFetching ? "" : "background_fetch = false\nwarm_up = false",
-        snapshotterToml, tables));
+        snapshotterToml + managerJavaOptions(), tables));
     FlatpullDaemon d = new FlatpullDaemon(dir, config, socket, managerSocket);
     d.cgroup = cgroup;
     d.start();
@@ -272,6 +272,23 @@ public final class FlatpullDaemon implements AutoCloseable {
         Files.copy(p, out.resolve(p.getFileName()), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
       }
     }
+  }
+
+  /**
+   * With {@code FLATPULL_IT_MANAGER_JAVA_OPTIONS="-XX:+UseG1GC -Xmn128m"} in the environment, the FUSE manager runs
+   * with those options instead of its defaults ({@code fuse_manager_java_options}): to try other heap settings
+   * against the defaults' figures (docs/development.md).
+   */
+  private static String managerJavaOptions() {
+    String options = System.getenv().getOrDefault("FLATPULL_IT_MANAGER_JAVA_OPTIONS", "").trim();
+    if (options.isEmpty()) {
+      return "";
+    }
+    StringBuilder b = new StringBuilder("\nfuse_manager_java_options = [");
+    for (String o : options.split("\\s+")) {
+      b.append(b.charAt(b.length() - 1) == '[' ? "" : ", ").append("'").append(o).append("'");
+    }
+    return b.append("]\n").toString();
   }
 
   static Path jar() throws IOException {
