@@ -36,9 +36,16 @@ class ConvertAndCatIT {
     Cli.Run a = Cli.inProcess("convert", "--plain-http", "--chunk-size", "262144", image.reference.toString(), esgz);
     assertEquals(0, a.exitCode(), a.stderr());
     assertTrue(a.out().startsWith(esgz + "@sha256:"), a.out());
+    // Piped, progress stays line-oriented: a line per step, no status line rewritten in place.
+    assertTrue(a.stderr().contains("layer 1/") && a.stderr().contains(": fetching ")
+        && a.stderr().contains(" entries, ") && a.stderr().contains("pushed " + esgz), a.stderr());
+    assertTrue(!a.stderr().contains("\r"), a.stderr());
     Cli.Run b = Cli.inProcess("convert", "--plain-http", "--format", "zstd-chunked", "--chunk-size", "262144",
         image.reference.toString(), zstd);
     assertEquals(0, b.exitCode(), b.stderr());
+    Cli.Run quiet = Cli.inProcess("convert", "--plain-http", "--quiet", image.reference.toString(), esgz + "-quiet");
+    assertEquals(0, quiet.exitCode(), quiet.stderr());
+    assertEquals("", quiet.stderr());
   }
 
   @AfterAll

@@ -23,7 +23,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.Consumer;
 
 /**
  * Converts an image to eStargz or zstd:chunked: each layer (of any compression) is fetched whole and verified,
@@ -53,13 +52,13 @@ public final class ImageConverter {
 
   private final FetchLimits limits;
   private final Path workDir;
-  private final Consumer<String> progress;
+  private final ConvertProgress progress;
 
   /**
    * @param workDir where layers are staged while converting; files are removed as each layer is pushed
-   * @param progress receives one human-readable line per step
+   * @param progress is told each step, and the bytes done of each layer's download, decompression and conversion
    */
-  public ImageConverter(FetchLimits limits, Path workDir, Consumer<String> progress) {
+  public ImageConverter(FetchLimits limits, Path workDir, ConvertProgress progress) {
     this.limits = limits;
     this.workDir = workDir;
     this.progress = progress;
@@ -70,7 +69,7 @@ public final class ImageConverter {
       throws IOException {
     Files.createDirectories(workDir);
     ResolvedImage image = source.resolve(src, options.platform());
-    progress.accept("resolved " + src + " to manifest " + image.manifest().digest() + " ("
+    progress.step("resolved " + src + " to manifest " + image.manifest().digest() + " ("
         + image.manifest().layers().size() + " layers)");
     byte[] configBytes = source.fetchBlob(image.manifest().config());
     JsonNode configTree = JSON.readTree(configBytes);
@@ -88,18 +87,22 @@ public final class ImageConverter {
       Path tar = workDir.resolve(layer.digest().hex() + ".tar");
       Path out = workDir.resolve(layer.digest().hex() + ".out");
       try {
-        progress.accept(step + ": fetching " + mib(layer.size()));
-        source.downloadBlob(layer, blob);
+        progress.step(step + ": fetching " + mib(layer.size()));
+        String fetching = step + ": fetching";
+        source.downloadBlob(layer, blob, got -> progress.bytes(fetching, got, layer.size()));
+        String unpacking = step + ": decompressing";
         try (InputStream in = PlainLayerIndexer.decompressed(layer, MediaTypes.layerCompression(layer.mediaType()),
-                Files.newInputStream(blob), limits);
+                new CountingInputStream(Files.newInputStream(blob), read -> progress.bytes(unpacking, read, layer.size())),
+                limits);
             OutputStream o = Files.newOutputStream(tar)) {
           in.transferTo(o);
         }
         Files.delete(blob);
+        String converting = step + ": converting";
         ConvertedLayer c = new LazyLayerWriter(options.format(), options.chunkSize(), options.level())
-            .write(tar, out, options.prioritized());
+            .write(tar, out, options.prioritized(), (done, total) -> progress.bytes(converting, done, total));
         Descriptor d = c.descriptor();
-        progress.accept(step + ": " + c.entries() + " entries, " + c.chunks() + " chunks, " + mib(c.size())
+        progress.step(step + ": " + c.entries() + " entries, " + c.chunks() + " chunks, " + mib(c.size())
             + " as " + options.format().name().toLowerCase(java.util.Locale.ROOT) + "; pushing " + c.digest().shortHex());
         destination.pushBlob(d, out);
         layers.add(d);
@@ -126,7 +129,7 @@ public final class ImageConverter {
         SOURCE_LAYERS_SIZE, sourceSize);
     byte[] manifest = OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, configDescriptor, layers, annotations);
     Digest digest = destination.pushManifest(dst.manifestReference(), MediaTypes.OCI_MANIFEST, manifest);
-    progress.accept("pushed " + dst + " as " + digest);
+    progress.step("pushed " + dst + " as " + digest);
     return new Result(dst, digest, layers, converted);
   }
 

@@ -96,9 +96,25 @@ public final class LazyLayerWriter {
 
   private record SourceEntry(TarHeader header, long dataOffset) {}
 
+  /** What of a conversion is done: bytes of the source's file contents written, of {@code total}. */
+  @FunctionalInterface
+  public interface Written {
+    void bytes(long done, long total);
+  }
+
   /** Converts the uncompressed tar {@code sourceTar} into {@code out}. A writer instance is used once. */
   public ConvertedLayer write(Path sourceTar, Path out, List<String> prioritized) throws IOException {
+    return write(sourceTar, out, prioritized, (done, total) -> {});
+  }
+
+  /** The same, telling {@code written} after each entry how much of the source's content is converted. */
+  public ConvertedLayer write(Path sourceTar, Path out, List<String> prioritized, Written written) throws IOException {
     List<SourceEntry> source = scan(sourceTar);
+    long total = 0;
+    for (SourceEntry e : source) {
+      total += e.header().size();
+    }
+    long done = 0;
     List<SourceEntry> first = prioritizedPrefix(source, prioritized);
     Set<SourceEntry> placed = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
     placed.addAll(first);
@@ -107,6 +123,7 @@ public final class LazyLayerWriter {
       raw = new CountingOutputStream(file);
       for (SourceEntry e : first) {
         writeEntry(e.header(), in, e.dataOffset(), null);
+        written.bytes(done += e.header().size(), total);
       }
       if (format == LayerFormat.ESTARGZ) {
         writeLandmark(first.isEmpty() ? LayerIndex.NO_PREFETCH_LANDMARK : LayerIndex.PREFETCH_LANDMARK);
@@ -114,6 +131,7 @@ public final class LazyLayerWriter {
       for (SourceEntry e : source) {
         if (!placed.contains(e)) {
           writeEntry(e.header(), in, e.dataOffset(), null);
+          written.bytes(done += e.header().size(), total);
         }
       }
       ConvertedLayer result = format == LayerFormat.ESTARGZ ? finishEstargz(out) : finishZstdChunked(out);

@@ -126,6 +126,12 @@ public final class RegistryClient {
    * verified (written to a temporary file beside it, then moved). A truncated or reset transfer is retried.
    */
   public void downloadBlob(Descriptor descriptor, Path target) throws IOException {
+    downloadBlob(descriptor, target, n -> {});
+  }
+
+  /** The same, telling {@code received} the bytes received so far after each read (again from 0 on a retry). */
+  public void downloadBlob(Descriptor descriptor, Path target, java.util.function.LongConsumer received)
+      throws IOException {
     if (descriptor.size() > limits.maxLayerBytes()) {
       throw new SizeLimitExceededException("blob " + descriptor.digest(), limits.maxLayerBytes());
     }
@@ -147,6 +153,7 @@ public final class RegistryClient {
             }
             md.update(buf, 0, r);
             out.write(buf, 0, r);
+            received.accept(n);
           }
         }
         if (n != descriptor.size()) {

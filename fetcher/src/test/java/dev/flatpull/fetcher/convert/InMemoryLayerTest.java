@@ -44,6 +44,23 @@ class InMemoryLayerTest {
   }
 
   @Test
+  void write_tellsHowMuchOfTheSourcesContentIsConverted_upToAllOfIt() throws IOException {
+    Path tar = dir.resolve("layer.tar");
+    Files.write(tar, LayerTar.of(Map.of("lib/a", "alpha".getBytes(), "b", new byte[70_000], "c", new byte[300])));
+    List<long[]> told = new java.util.ArrayList<>();
+    new LazyLayerWriter(LayerFormat.ESTARGZ, 16 << 10, 1).write(tar, dir.resolve("out"), List.of("c"),
+        (done, total) -> told.add(new long[] {done, total}));
+    assertTrue(told.size() >= 3, "after each entry: " + told.size());
+    for (int i = 1; i < told.size(); i++) {
+      assertTrue(told.get(i)[0] >= told.get(i - 1)[0], "never backwards");
+    }
+    assertEquals(300, told.get(0)[0], "the prioritized file first");
+    long[] last = told.get(told.size() - 1);
+    assertEquals(70_305, last[1]);
+    assertEquals(last[1], last[0]);
+  }
+
+  @Test
   void readingBeyondTheBlob_fails_asARegistrysWould() throws IOException {
     InMemoryLayer layer = InMemoryLayer.estargz(LayerTar.numbered(new byte[] {1}), dir);
     int n = layer.blob().length;

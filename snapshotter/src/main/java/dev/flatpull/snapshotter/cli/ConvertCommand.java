@@ -1,6 +1,7 @@
 package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
+import dev.flatpull.fetcher.convert.ConvertProgress;
 import dev.flatpull.fetcher.convert.ImageConverter;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.LayerFormat;
@@ -46,7 +47,8 @@ final class ConvertCommand implements Callable<Integer> {
       description = "Compression level (gzip 1-9, default 9 as ctr-remote; zstd 1-19, default 3).")
   Integer level;
 
-  @Option(names = "--quiet", description = "No progress lines.")
+  @Option(names = "--quiet", description = "No progress on standard error (by default each step, and the bytes, rate and"
+      + " time left of the one in progress: rewritten in place on a terminal, a line every 5 s when piped).")
   boolean quiet;
 
   static final class FormatConverter implements ITypeConverter<LayerFormat> {
@@ -68,19 +70,16 @@ final class ConvertCommand implements Callable<Integer> {
     List<String> prioritized = prioritize == null ? List.of()
         : Files.readAllLines(prioritize).stream().map(String::trim).filter(s -> !s.isEmpty() && !s.startsWith("#")).toList();
     int lvl = level != null ? level : (format == LayerFormat.ESTARGZ ? 9 : 3);
-    boolean showProgress = !quiet && System.console() != null;
+    ProgressDisplay display = ProgressDisplay.onStandardError();
     Path work = Files.createTempDirectory("flatpull-convert");
     try (RegistryClients clients = global.clients(config, FetchListener.NONE)) {
-      ImageConverter converter = new ImageConverter(config.limits(), work, line -> {
-        if (showProgress) {
-          System.err.println(line);
-        }
-      });
+      ImageConverter converter = new ImageConverter(config.limits(), work, quiet ? ConvertProgress.NONE : display);
       ImageConverter.Result result = converter.convert(
           clients.client(src), src, clients.client(dst), dst,
           new ImageConverter.Options(format, chunkSize, prioritized, lvl, global.platform()));
       System.out.println(result.destination() + "@" + result.manifestDigest());
     } finally {
+      display.clearStatus();
       CatCommand.deleteTree(work);
     }
     return 0;
