@@ -550,10 +550,12 @@ public final class ColdStartBenchmark {
       ColdStartResult.Peaks peaks = node.peaks();
       Map<String, Double> after = metrics(node);
       if (node.daemonMetrics().isPresent()) {
-        progress("  " + SnapshotsCalls.between(daemonBefore, node.daemonMetrics().get().samples()));
+        Map<String, Double> daemonAfter = node.daemonMetrics().get().samples();
+        progress("  " + SnapshotsCalls.between(daemonBefore, daemonAfter));
+        progress("  " + GcPauses.between("daemon's", daemonBefore, daemonAfter));
       }
       if (node.managerMetrics().isPresent()) {
-        progress("  " + GcPauses.between(before, after));
+        progress("  " + GcPauses.between("FUSE manager's", before, after));
       }
       node.containerd().removeContainer(id);
       List<Long> firstMount = List.of();

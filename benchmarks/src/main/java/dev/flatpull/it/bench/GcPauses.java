@@ -5,8 +5,9 @@ import java.util.Locale;
 import java.util.Map;
 
 /**
- * The FUSE manager's collections during a start, from its {@code jvm_gc_pause_seconds} before and after: every FUSE
- * request waits while one runs, so a collection inside a start is time the service sees.
+ * A process's collections during a start, from its {@code jvm_gc_pause_seconds} before and after: every FUSE request
+ * waits while one of the FUSE manager's runs, and a Snapshots API call while one of the daemon's does, so a collection
+ * inside a start is time the service sees.
  */
 final class GcPauses {
   private static final String COUNT = "jvm_gc_pause_seconds_count";
@@ -14,11 +15,11 @@ final class GcPauses {
 
   private GcPauses() {}
 
-  /** One line: how many collections paused the manager between the two scrapes, and for how long in all. */
-  static String between(Map<String, Double> before, Map<String, Double> after) {
+  /** One line: how many collections paused {@code process} between the two scrapes, and for how long in all. */
+  static String between(String process, Map<String, Double> before, Map<String, Double> after) {
     double count = MetricsEndpoint.sum(after, COUNT) - MetricsEndpoint.sum(before, COUNT);
     double millis = (MetricsEndpoint.sum(after, SUM) - MetricsEndpoint.sum(before, SUM)) * 1e3;
-    return String.format(Locale.ROOT, "FUSE manager's collections in the start: %d, %.1f ms paused", Math.round(count),
+    return String.format(Locale.ROOT, "%s collections in the start: %d, %.1f ms paused", process, Math.round(count),
         millis);
   }
 }

@@ -19,6 +19,6 @@ class GcPausesTest {
         "jvm_gc_pause_seconds_count" + remark, 1.0,
         "jvm_gc_pause_seconds_sum" + remark, 0.004,
         "jvm_gc_pause_seconds_max" + young, 0.015);
-    assertEquals("FUSE manager's collections in the start: 3, 27.1 ms paused", GcPauses.between(before, after));
+    assertEquals("FUSE manager's collections in the start: 3, 27.1 ms paused", GcPauses.between("FUSE manager's", before, after));
   }
 }
