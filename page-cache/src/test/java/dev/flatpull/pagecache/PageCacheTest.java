@@ -372,6 +372,30 @@ class PageCacheTest {
     assertArrayEquals(good, cache.getOrLoad(d, () -> v(good)));
   }
 
+  /** A step that may throw. */
+  private interface Step {
+    void run() throws Exception;
+  }
+
+  /**
+   * Runs {@code read} on a thread of its own and, once that thread waits (for a reservation's producer), {@code
+   * meanwhile}; then returns what the read got.
+   */
+  private static byte[] readWhileItWaits(java.util.concurrent.Callable<byte[]> read, Step meanwhile) throws Exception {
+    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
+    try {
+      Future<byte[]> reader = pool.submit(read);
+      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
+      Await.waiting(Duration.ofSeconds(10), readers);
+      assertTrue(!reader.isDone(), "the reader waits for the producer");
+      meanwhile.run();
+      return reader.get(5, TimeUnit.SECONDS);
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
   @Test
   void reservation_filled_servesWaitingReadersWithoutLoading() throws Exception {
     PageCache cache = open();
@@ -380,18 +404,8 @@ class PageCacheTest {
     Reservation r = cache.reserve(d).orElseThrow();
     assertEquals(Optional.empty(), cache.reserve(d), "one producer per entry");
     AtomicInteger loads = new AtomicInteger();
-    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
-    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
-    try {
-      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return v(b); }));
-      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
-      Await.waiting(Duration.ofSeconds(10), readers);
-      assertTrue(!reader.isDone(), "the reader waits for the producer");
-      r.fill(v(b));
-      assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
-    } finally {
-      pool.shutdownNow();
-    }
+    assertArrayEquals(b, readWhileItWaits(() -> cache.getOrLoad(d, () -> { loads.incrementAndGet(); return v(b); }),
+        () -> r.fill(v(b))));
     assertEquals(0, loads.get());
     assertEquals(1, cache.stats().reservationHits());
     assertEquals(Optional.empty(), cache.reserve(d), "cached content needs no producer");
@@ -422,17 +436,7 @@ class PageCacheTest {
     byte[] b = bytes(30_000);
     Digest d = Digest.sha256(b);
     Reservation r = cache.reserveForLater(d).orElseThrow();
-    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
-    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
-    try {
-      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> v(b)));
-      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
-      Await.waiting(Duration.ofSeconds(10), readers);
-      r.fill(v(b));
-      assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
-    } finally {
-      pool.shutdownNow();
-    }
+    assertArrayEquals(b, readWhileItWaits(() -> cache.getOrLoad(d, () -> v(b)), () -> r.fill(v(b))));
     cache.awaitWrites();
     long before = cache.stats().memoryHits();
     assertArrayEquals(b, cache.get(d).orElseThrow());
@@ -446,17 +450,8 @@ class PageCacheTest {
     byte[] b = bytes(30_000);
     Digest d = Digest.sha256(b);
     Reservation r = cache.reserve(d).orElseThrow();
-    List<Thread> readers = new java.util.concurrent.CopyOnWriteArrayList<>();
-    ExecutorService pool = Executors.newSingleThreadExecutor(Await.recording(readers));
-    try {
-      Future<byte[]> reader = pool.submit(() -> cache.getOrLoad(d, () -> v(b)));
-      Await.until(Duration.ofSeconds(10), () -> readers.size() == 1, () -> "the reader started");
-      Await.waiting(Duration.ofSeconds(10), readers);
-      assertThrows(DigestMismatchException.class, () -> r.fill(v(bytes(30_000))));
-      assertArrayEquals(b, reader.get(5, TimeUnit.SECONDS));
-    } finally {
-      pool.shutdownNow();
-    }
+    assertArrayEquals(b, readWhileItWaits(() -> cache.getOrLoad(d, () -> v(b)),
+        () -> assertThrows(DigestMismatchException.class, () -> r.fill(v(bytes(30_000))))));
     byte[] c = bytes(100);
     Reservation r2 = cache.reserve(Digest.sha256(c)).orElseThrow();
     r2.abandon();
