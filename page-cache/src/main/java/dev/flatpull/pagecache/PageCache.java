@@ -181,6 +181,12 @@ public final class PageCache implements AutoCloseable {
         } catch (Abandoned | TimeoutException e) {
           // The producer gave up or is too slow: fetch it ourselves, without a second single-flight slot.
           return store(digest, loadVerified(digest, loader), false);
+        } finally {
+          if (reservation) {
+            // After the fill looked (it completes what we waited for only then), and also when the reservation was
+            // released before this reader marked it: no mark outlives its wait.
+            waitedFor.remove(digest);
+          }
         }
       }
       try {
