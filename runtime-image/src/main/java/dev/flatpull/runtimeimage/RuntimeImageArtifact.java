@@ -23,10 +23,11 @@ import java.util.Optional;
  * @param serviceKey the service-version key, or empty
  * @param created when the runtime image was built, if said
  * @param traceRecorded when its trace was recorded, if said
+ * @param derived for a runtime image derived from an older version's (not recorded on this one), what from
  */
 public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<String> command, List<String> probes,
     String platform, Optional<Verification> verify, long pages, long size, Optional<Instant> created,
-    Optional<Instant> traceRecorded) {
+    Optional<Instant> traceRecorded, Optional<Derivation> derived) {
   /** The OCI {@code artifactType} of runtime images. */
   public static final String ARTIFACT_TYPE = "application/vnd.flatpull.runtime-image.v1";
   /** The media type of the runtime-image blob (the artifact's one layer). */
@@ -42,10 +43,27 @@ public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<
   public static final String TRACE_RECORDED = "dev.flatpull.runtime-image.trace-recorded";
   public static final String FLATPULL_VERSION = "dev.flatpull.version";
   public static final String CREATED = "org.opencontainers.image.created";
+  /** On a derived runtime image: the image (reference with digest) whose trace or runtime image it was made from. */
+  public static final String DERIVED_FROM = "dev.flatpull.runtime-image.derived-from";
+  /** On a derived runtime image: the share of the old trace's bytes the image has, 0 to 1. */
+  public static final String DERIVED_OVERLAP = "dev.flatpull.runtime-image.derived-overlap";
   /** On the blob's descriptor: the bytes of header and index, so that a loader reads the index in one range. */
   public static final String INDEX_END = "dev.flatpull.runtime-image.index-end";
 
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  /**
+   * Where a derived runtime image came from.
+   *
+   * @param from the older image, as a reference with its digest
+   * @param overlap the share of the old trace's bytes the image has, 0 to 1 (NaN when not said)
+   */
+  public record Derivation(String from, double overlap) {
+    /** The annotations that say so. */
+    public Map<String, String> annotations() {
+      return Map.of(DERIVED_FROM, from, DERIVED_OVERLAP, String.format(java.util.Locale.ROOT, "%.4f", overlap));
+    }
+  }
 
   /** The annotations a runtime image's artifact manifest (and its referrers-index entry) carries. */
   public static Map<String, String> annotations(RuntimeImageIndex index, long blobSize) {
@@ -75,7 +93,8 @@ public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<
     }
     return new RuntimeImageArtifact(manifest, a.getOrDefault(SERVICE_KEY, ""), list(a.get(COMMAND)),
         list(a.get(PROBES)), a.getOrDefault(PLATFORM, ""), verify, number(a.get(PAGES)), number(a.get(SIZE)),
-        instant(a.get(CREATED)), instant(a.get(TRACE_RECORDED)));
+        instant(a.get(CREATED)), instant(a.get(TRACE_RECORDED)),
+        Optional.ofNullable(a.get(DERIVED_FROM)).map(from -> new Derivation(from, share(a.get(DERIVED_OVERLAP)))));
   }
 
   public Digest digest() {
@@ -106,6 +125,14 @@ public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<
       return s == null ? -1 : Long.parseLong(s);
     } catch (NumberFormatException e) {
       return -1;
+    }
+  }
+
+  private static double share(String s) {
+    try {
+      return s == null ? Double.NaN : Double.parseDouble(s);
+    } catch (NumberFormatException e) {
+      return Double.NaN;
     }
   }
 

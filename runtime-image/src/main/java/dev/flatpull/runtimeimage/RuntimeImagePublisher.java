@@ -64,6 +64,12 @@ public final class RuntimeImagePublisher {
    */
   public Published push(RuntimeImageIndex index, byte[] blob, Descriptor subject)
       throws IOException, InterruptedException {
+    return push(index, blob, subject, Optional.empty());
+  }
+
+  /** The same, for a runtime image {@code derived} from an older version's, which its annotations then say. */
+  public Published push(RuntimeImageIndex index, byte[] blob, Descriptor subject,
+      Optional<RuntimeImageArtifact.Derivation> derived) throws IOException, InterruptedException {
     if (!subject.digest().equals(index.manifestDigest())) {
       throw new RuntimeImageMismatchException("the runtime image was built for manifest " + index.manifestDigest()
           + ", not for " + subject.digest());
@@ -73,7 +79,9 @@ public final class RuntimeImagePublisher {
         Map.of(RuntimeImageArtifact.INDEX_END, Long.toString(indexEnd)));
     client.pushBlob(blobDescriptor, blob);
     client.pushBlob(OciDocuments.emptyConfig(), OciDocuments.EMPTY_JSON);
-    Map<String, String> annotations = RuntimeImageArtifact.annotations(index, blob.length);
+    Map<String, String> annotations = new java.util.LinkedHashMap<>(RuntimeImageArtifact.annotations(index,
+        blob.length));
+    derived.ifPresent(d -> annotations.putAll(d.annotations()));
     Descriptor subjectOnly = new Descriptor(subject.mediaType(), subject.digest(), subject.size(), Map.of());
     byte[] manifest = OciDocuments.writeArtifactManifest(RuntimeImageArtifact.ARTIFACT_TYPE, List.of(blobDescriptor),
         subjectOnly, annotations);

@@ -35,6 +35,7 @@ public final class FlatpullCommand implements Runnable {
   static final int REGISTRY = 6;
   static final int FORMAT = 7;
   static final int NOT_READY = 8;
+  static final int LOW_OVERLAP = 9;
   static final int FAILURE = 1;
 
   /** Holds the options shared by all commands, wherever on the command line they stand. */
@@ -84,6 +85,7 @@ public final class FlatpullCommand implements Runnable {
             : ex instanceof dev.flatpull.runtimeimage.RuntimeImageFormatException ? "malformed runtime image: "
             : ex instanceof dev.flatpull.runtimeimage.RuntimeImageMismatchException
                 ? "runtime image or trace does not fit the image: "
+            : ex instanceof dev.flatpull.runtimeimage.RuntimeImageOverlapException ? "not derived: "
             : ex instanceof IllegalArgumentException ? "invalid argument: "
             : "";
     return kind + ex.getMessage();
@@ -104,6 +106,9 @@ public final class FlatpullCommand implements Runnable {
     }
     if (ex instanceof dev.flatpull.trace.probe.NotReadyException) {
       return NOT_READY;
+    }
+    if (ex instanceof dev.flatpull.runtimeimage.RuntimeImageOverlapException) {
+      return LOW_OVERLAP;
     }
     if (ex instanceof dev.flatpull.trace.TraceFormatException
         || ex instanceof dev.flatpull.runtimeimage.RuntimeImageFormatException

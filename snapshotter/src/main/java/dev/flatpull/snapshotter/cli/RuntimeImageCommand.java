@@ -58,15 +58,32 @@ final class RuntimeImageCommand implements Runnable {
       description = {"Build a runtime image of REF from a trace (flatpull record): the traced pages, as the image's",
           "chunks (default) or single pages (--verify runtime-image), read lazily and verified, deduplicated, in",
           "first-access order, zstd-compressed. Prints its size against the compressed image; writes it (--out)",
-          "and/or pushes it next to the image as an OCI referrer (--push)."})
+          "and/or pushes it next to the image as an OCI referrer (--push). With --from OLD_REF, derives it from an",
+          "older version's runtime image (or --trace recorded on OLD_REF) without running REF: what REF has of",
+          "the old trace's content, by chunk digest, is carried over; the rest is left to the lazy loader."})
   static final class Build implements Callable<Integer> {
     @Mixin GlobalOptions global;
 
     @Parameters(index = "0", paramLabel = "REF", description = "The image the trace was recorded on.")
     String reference;
 
-    @Option(names = "--trace", required = true, paramLabel = "FILE", description = "The trace file.")
+    @Option(names = "--trace", paramLabel = "FILE",
+        description = "The trace file (recorded on REF; with --from, recorded on OLD_REF).")
     Path trace;
+
+    @Option(names = "--from", paramLabel = "OLD_REF",
+        description = "Derive from this older version: its runtime image (--service KEY, else its newest), or the"
+            + " --trace recorded on it.")
+    String from;
+
+    @Option(names = "--service", paramLabel = "KEY",
+        description = "With --from: which of OLD_REF's runtime images (a service-version key or a prefix of it).")
+    String service;
+
+    @Option(names = "--min-overlap", paramLabel = "SHARE", defaultValue = "0",
+        description = "With --from: refuse (exit 9, nothing written or pushed) when REF has less than this share of"
+            + " the old trace's content: 0.8 or 80%%. Default: 0 (anything but nothing).")
+    String minOverlap;
 
     @Option(names = "--push", description = "Push it as a referrer of the image manifest.")
     boolean push;
@@ -92,15 +109,30 @@ final class RuntimeImageCommand implements Runnable {
       if (!push && out == null) {
         throw new IllegalArgumentException("nothing to do: give --push, --out FILE, or both");
       }
+      if (trace == null && from == null) {
+        throw new IllegalArgumentException("give --trace FILE, --from OLD_REF, or both");
+      }
+      if (from == null && (service != null || !minOverlap.equals("0"))) {
+        throw new IllegalArgumentException("--service and --min-overlap go with --from");
+      }
+      double threshold = share("--min-overlap", minOverlap);
       FlatpullConfig config = global.load();
       RuntimeImageSettings settings = verify == null ? config.runtimeImage()
           : config.runtimeImage().withVerify(verification(verify));
-      Trace t = TraceFile.read(trace);
+      Optional<Trace> t = trace == null ? Optional.empty() : Optional.of(TraceFile.read(trace));
       ImageReference ref = ImageReference.parse(reference);
       try (RegistryClients clients = global.clients(config, FetchListener.NONE);
           RuntimeImageJob job = new RuntimeImageJob(config, clients, System.err)) {
         ImageManifest manifest = clients.client(ref).resolve(ref, global.platform()).manifest();
-        job.build(t, ref, manifest, settings, Optional.ofNullable(out), push, Optional.ofNullable(source), compare);
+        if (from == null) {
+          job.build(t.get(), ref, manifest, settings, Optional.ofNullable(out), push, Optional.ofNullable(source),
+              compare);
+          return 0;
+        }
+        ImageReference oldRef = ImageReference.parse(from);
+        RuntimeImageJob.Derived derived = job.derive(oldRef, t, service, ref, manifest, global.platform(), threshold);
+        job.build(derived.trace(), ref, manifest, settings, Optional.ofNullable(out), push,
+            Optional.ofNullable(source), compare, Optional.of(derived.derivation()));
       }
       return 0;
     }
@@ -127,27 +159,58 @@ final class RuntimeImageCommand implements Runnable {
         List<RuntimeImageArtifact> listed = job.publisher(ref).list(manifest.digest());
         if (json) {
           System.out.println(new ObjectMapper().writerWithDefaultPrettyPrinter().writeValueAsString(listed.stream()
-              .map(r -> Map.of("manifest", r.digest().toString(), "serviceKey", r.serviceKey(), "command", r.command(),
-                  "probes", r.probes(), "pages", r.pages(), "size", r.size(),
-                  "created", r.created().map(Instant::toString).orElse(""),
-                  "traceRecorded", r.traceRecorded().map(Instant::toString).orElse(""))).toList()));
+              .map(r -> {
+                Map<String, Object> m = new java.util.LinkedHashMap<>(Map.of("manifest", r.digest().toString(),
+                    "serviceKey", r.serviceKey(), "command", r.command(), "probes", r.probes(), "pages", r.pages(),
+                    "size", r.size(), "created", r.created().map(Instant::toString).orElse(""),
+                    "traceRecorded", r.traceRecorded().map(Instant::toString).orElse("")));
+                m.put("origin", r.derived().isPresent() ? "derived" : "recorded");
+                r.derived().ifPresent(d -> {
+                  m.put("derivedFrom", d.from());
+                  m.put("overlap", d.overlap());
+                });
+                return m;
+              }).toList()));
           return 0;
         }
         System.out.printf("%d runtime image%s of %s (%s)%n", listed.size(), listed.size() == 1 ? "" : "s", ref,
             manifest.digest());
         if (!listed.isEmpty()) {
-          System.out.printf(Locale.ROOT, "%-19s %-19s %8s %10s %-9s %s%n", "service", "manifest", "pages", "size",
-              "trace age", "command / probes");
+          System.out.printf(Locale.ROOT, "%-19s %-19s %-13s %8s %10s %-9s %s%n", "service", "manifest", "origin",
+              "pages", "size", "trace age", "command / probes");
         }
         for (RuntimeImageArtifact r : listed) {
-          System.out.printf(Locale.ROOT, "%-19s %-19s %8d %10d %-9s %s / %s%n", shortKey(r.serviceKey()),
-              r.digest().toString().substring(0, 19), r.pages(), r.size(),
+          System.out.printf(Locale.ROOT, "%-19s %-19s %-13s %8d %10d %-9s %s / %s%n", shortKey(r.serviceKey()),
+              r.digest().toString().substring(0, 19), origin(r), r.pages(), r.size(),
               r.traceRecorded().map(RuntimeImageCommand::age).orElse("?"),
               r.command().isEmpty() ? "(the image's)" : String.join(" ", r.command()), String.join(" ", r.probes()));
         }
+        listed.stream().filter(r -> r.derived().isPresent()).forEach(r -> System.out.println(
+            r.digest().toString().substring(0, 19) + " was derived from " + r.derived().get().from()));
       }
       return 0;
     }
+  }
+
+  /** "recorded", or "derived 93 %" with the share of the old trace's content the image has. */
+  static String origin(RuntimeImageArtifact r) {
+    return r.derived().map(d -> Double.isNaN(d.overlap()) ? "derived"
+        : String.format(Locale.ROOT, "derived %.0f%%", 100 * d.overlap())).orElse("recorded");
+  }
+
+  /** A share given as {@code 0.8} or {@code 80%}, from 0 to 1. */
+  static double share(String option, String text) {
+    String t = text.strip();
+    double v;
+    try {
+      v = t.endsWith("%") ? Double.parseDouble(t.substring(0, t.length() - 1).strip()) / 100 : Double.parseDouble(t);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(option + ": '" + text + "' is not a share (0.8 or 80%)");
+    }
+    if (!(v >= 0 && v <= 1)) {
+      throw new IllegalArgumentException(option + ": '" + text + "' is not between 0 and 1 (0 % and 100 %)");
+    }
+    return v;
   }
 
   static String shortKey(String key) {

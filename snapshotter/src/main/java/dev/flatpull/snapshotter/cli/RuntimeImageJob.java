@@ -15,10 +15,15 @@ import dev.flatpull.fetcher.registry.Referrers;
 import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.runtimeimage.ImageBinding;
+import dev.flatpull.runtimeimage.RuntimeImageArtifact;
 import dev.flatpull.runtimeimage.RuntimeImageBuilder;
 import dev.flatpull.runtimeimage.RuntimeImageDecoder;
 import dev.flatpull.runtimeimage.RuntimeImageFormat;
+import dev.flatpull.runtimeimage.RuntimeImageMismatchException;
+import dev.flatpull.runtimeimage.RuntimeImageOverlapException;
 import dev.flatpull.runtimeimage.RuntimeImagePublisher;
+import dev.flatpull.runtimeimage.TraceRebase;
+import dev.flatpull.trace.ServiceVersion;
 import dev.flatpull.trace.Trace;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -119,10 +124,74 @@ final class RuntimeImageJob implements AutoCloseable {
     return new Baseline(manifest.layers().stream().mapToLong(Descriptor::size).sum(), "this image");
   }
 
+  /**
+   * The trace of the older version {@code oldRef} ({@code recorded}, a trace file recorded on it, else the trace of
+   * its runtime image that {@code service} names or its newest) carried over to {@code manifest} by content
+   * ({@link TraceRebase}), with what it kept printed.
+   *
+   * @throws RuntimeImageOverlapException when the new image has less of it than {@code minOverlap}
+   */
+  Derived derive(ImageReference oldRef, Optional<Trace> recorded, String service, ImageReference ref,
+      ImageManifest manifest, dev.flatpull.fetcher.oci.Platform platform, double minOverlap) throws IOException {
+    long started = System.nanoTime();
+    RegistryClient oldClient = clients.client(oldRef);
+    ImageManifest oldManifest = oldClient.resolve(oldRef, platform).manifest();
+    Trace old;
+    if (recorded.isPresent()) {
+      old = recorded.get();
+      if (!old.service().manifestDigest().equals(oldManifest.digest().toString())) {
+        throw new RuntimeImageMismatchException("trace.service.manifestDigest: the trace was recorded on manifest "
+            + old.service().manifestDigest() + ", but " + oldRef + " is " + oldManifest.digest());
+      }
+      progress.println("from the trace recorded on " + oldRef + " (" + old.pages() + " pages)");
+    } else {
+      RuntimeImagePublisher publisher = publisher(oldRef);
+      RuntimeImageArtifact chosen = RuntimeImageCommand.select(publisher.list(oldManifest.digest()), service,
+          oldRef.toString());
+      byte[] blob = publisher.fetch(chosen, oldManifest.digest(), config.root().resolve("tmp"));
+      old = TraceRebase.traceOf(RuntimeImageFormat.read(blob).index());
+      progress.println("from the runtime image " + chosen.digest() + " of " + oldRef + " (" + old.pages()
+          + " pages, trace recorded " + old.recordedAt() + ")");
+    }
+    java.util.Set<Digest> oldTraced = old.layers().stream().map(l -> Digest.parse(l.layerDigest()))
+        .collect(java.util.stream.Collectors.toSet());
+    Future<Map<Digest, LazyLayer>> oldLayers = pool.submit(() -> open(oldClient, oldManifest, oldTraced));
+    Map<Digest, LazyLayer> newLayers = open(clients.client(ref), manifest, manifest.layers().stream()
+        .map(Descriptor::digest).collect(java.util.stream.Collectors.toSet()));
+    Map<Digest, LayerIndex> oldIndexes = new LinkedHashMap<>();
+    join(oldLayers).forEach((d, l) -> oldIndexes.put(d, l.index()));
+    ServiceVersion s = old.service();
+    ServiceVersion target = new ServiceVersion(ref.toString(), manifest.digest().toString(), s.platform(), s.command(),
+        s.environment(), s.workingDirectory(), s.probes());
+    TraceRebase.Rebased rebased = TraceRebase.rebase(old, oldIndexes, target, List.copyOf(newLayers.values()));
+    progress.printf(Locale.ROOT, "carried over %.1f of %.1f MiB traced (%.1f %%): %.1f MiB at the same path,"
+            + " %.1f MiB moved; %.1f MiB changed or gone, left to the lazy loader (%d ms)%n",
+        (rebased.samePathBytes() + rebased.movedBytes()) / 1048576.0, rebased.tracedBytes() / 1048576.0,
+        100 * rebased.overlap(), rebased.samePathBytes() / 1048576.0, rebased.movedBytes() / 1048576.0,
+        rebased.droppedBytes() / 1048576.0, (System.nanoTime() - started) / 1_000_000);
+    if (rebased.overlap() < minOverlap || rebased.trace().layers().isEmpty()) {
+      throw new RuntimeImageOverlapException(String.format(Locale.ROOT, "%s has %.1f %% of the content traced on %s,"
+          + " below the %.1f %% asked (--min-overlap): nothing derived; record this version instead", ref,
+          100 * rebased.overlap(), oldRef, 100 * minOverlap));
+    }
+    return new Derived(rebased.trace(), new RuntimeImageArtifact.Derivation(
+        oldRef.withDigest(oldManifest.digest()).toString(), rebased.overlap()));
+  }
+
+  /** A trace carried over to a newer version, and what its runtime image's annotations say of where it came from. */
+  record Derived(Trace trace, RuntimeImageArtifact.Derivation derivation) {}
+
   /** Builds, reports, and optionally writes and pushes. */
   RuntimeImageBuilder.Built build(Trace trace, ImageReference ref, ImageManifest manifest, RuntimeImageSettings settings,
       Optional<Path> out, boolean push, Optional<String> source, boolean compare)
       throws IOException, InterruptedException {
+    return build(trace, ref, manifest, settings, out, push, source, compare, Optional.empty());
+  }
+
+  /** The same for a runtime image {@code derived} from an older version's, which its annotations then say. */
+  RuntimeImageBuilder.Built build(Trace trace, ImageReference ref, ImageManifest manifest, RuntimeImageSettings settings,
+      Optional<Path> out, boolean push, Optional<String> source, boolean compare,
+      Optional<RuntimeImageArtifact.Derivation> derived) throws IOException, InterruptedException {
     RegistryClient client = clients.client(ref);
     java.util.Set<String> traced = trace.layers().stream().map(l -> l.layerDigest())
         .collect(java.util.stream.Collectors.toSet());
@@ -161,7 +230,7 @@ final class RuntimeImageJob implements AutoCloseable {
     }
     if (push) {
       Descriptor subject = new Descriptor(manifest.mediaType(), manifest.digest(), manifest.raw().length, Map.of());
-      RuntimeImagePublisher.Published p = publisher(ref).push(built.index(), built.blob(), subject);
+      RuntimeImagePublisher.Published p = publisher(ref).push(built.index(), built.blob(), subject, derived);
       progress.println("pushed runtime image " + p.manifest().digest() + " as a referrer of " + manifest.digest()
           + (p.source() == Referrers.Source.API ? " (referrers API)" : " (referrers tag schema, "
               + Referrers.tagOf(manifest.digest()) + ")")
