@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
+import java.util.Map;
 
 /**
  * A two-layer image of a real Debian root file system: {@code debootstrap --variant=minbase bookworm} (device nodes,
@@ -43,6 +44,28 @@ public final class DebianImage {
     ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
     ImagePusher.push(ref, List.of(new ImagePusher.Layer(tar(rootfs), true)));
     return ref;
+  }
+
+  /**
+   * Pushes a root file system and one layer more above it, holding {@code upper} (path without a leading slash to
+   * content), as a gzip image {@code REGISTRY/REPOSITORY:TAG}: the next version of an image, a few files changed.
+   */
+  public static ImageReference pushRootfsWithUpper(Path rootfs, Map<String, byte[]> upper, String registry,
+      String repository, String tag) throws IOException, InterruptedException {
+    Path work = Files.createTempDirectory("flatpull-debian-upper");
+    try {
+      for (Map.Entry<String, byte[]> f : upper.entrySet()) {
+        Path file = work.resolve(f.getKey());
+        Files.createDirectories(file.getParent());
+        Files.write(file, f.getValue());
+      }
+      ImageReference ref = ImageReference.parse(registry + "/" + repository + ":" + tag);
+      ImagePusher.push(ref, List.of(new ImagePusher.Layer(tar(rootfs), true),
+          new ImagePusher.Layer(tar(work), true)));
+      return ref;
+    } finally {
+      Processes.deleteTree(work);
+    }
   }
 
   /** A root file system as a one-layer OCI image layout (uncompressed) at {@code dir}, image {@code tag}. */

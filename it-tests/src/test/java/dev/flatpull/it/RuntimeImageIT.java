@@ -223,7 +223,7 @@ class RuntimeImageIT {
   }
 
   @Test
-  @Order(4)
+  @Order(5)
   void concurrentPushesOfTwoServiceVersions_bothSurvive_andPushingAgainReplaces_rmAndPruneRemove()
       throws Exception {
     assertEquals(0, cli("runtime-image", "rm", "--all", image).exitCode());
@@ -265,6 +265,86 @@ class RuntimeImageIT {
     } catch (IOException | InterruptedException e) {
       throw new IllegalStateException(e);
     }
+  }
+
+  /**
+   * The next version of the image, never run: one layer more that changes the first bytes of the file the recorded
+   * runtime image carries most of from offset 0, and adds a file. Its runtime image is derived from the recorded one
+   * by content: every extent of the old one is carried over but that file's first chunk.
+   */
+  @Test
+  @Order(4)
+  void buildFrom_derivesTheNextVersionsRuntimeImage_byContent_andMinOverlapRefusesBelowWhatItAsks() throws Exception {
+    JsonNode index = JSON.readTree(cli("runtime-image", "show", "--json", image).stdout());
+    JsonNode layer = index.get("layers").get(0);
+    long traced = 0;
+    String changed = null;
+    long firstChunk = 0;
+    for (JsonNode e : layer.get("extents")) {
+      String path = layer.get("files").get(e.get(0).asInt()).asText();
+      traced += e.get(2).asLong();
+      // A compiled module: its bytes name its own source, so no other file of the image holds its first chunk.
+      if (e.get(1).asLong() == 0 && path.endsWith(".pyc") && e.get(2).asLong() > firstChunk) {
+        changed = path;
+        firstChunk = e.get(2).asLong();
+      }
+    }
+    assertTrue(changed != null, "the runtime image carries no compiled module from its start: " + layer);
+    Path rootfs = DebianImage.pythonRootfs();
+    byte[] content = Files.readAllBytes(rootfs.resolve(changed.substring(1)));
+    content[0] ^= 1;
+    String next = image.replace(":esgz", ":esgz-next");
+    DebianImage.pushRootfsWithUpper(rootfs, java.util.Map.of(changed.substring(1), content,
+        "srv/added.txt", "only in the next version\n".getBytes()), registry.address(), "it/python", "plain-next");
+    assertEquals(0, Cli.inProcess("convert", "--plain-http", "--quiet", image.replace(":esgz", ":plain-next"), next)
+        .exitCode());
+
+    long started = System.nanoTime();
+    Cli.Run derived = cli("runtime-image", "build", next, "--from", image, "--push");
+    long millis = (System.nanoTime() - started) / 1_000_000;
+    assertEquals(0, derived.exitCode(), derived.stderr());
+    Matcher m = Pattern.compile("bytes: (\\d+) at the same path, (\\d+) moved, (\\d+) changed or gone")
+        .matcher(derived.stderr());
+    assertTrue(m.find(), derived.stderr());
+    long same = Long.parseLong(m.group(1));
+    long moved = Long.parseLong(m.group(2));
+    long dropped = Long.parseLong(m.group(3));
+    System.out.printf("derived in %d ms: %d of %d bytes carried over (%d moved), %d dropped (%s's first chunk: %d)%n",
+        millis, same + moved, traced, moved, dropped, changed, firstChunk);
+    assertEquals(traced, same + moved + dropped, derived.stderr());
+    assertEquals(firstChunk, dropped, "exactly the changed chunk is left out: " + derived.stderr());
+
+    JsonNode listed = JSON.readTree(cli("runtime-image", "ls", "--json", next).stdout());
+    assertEquals(1, listed.size(), listed.toString());
+    assertEquals("derived", listed.get(0).get("origin").asText());
+    assertEquals(image + "@" + index.get("service").get("manifestDigest").asText(),
+        listed.get(0).get("derivedFrom").asText(), "the older version, by reference and digest");
+    assertEquals((traced - dropped) / (double) traced, listed.get(0).get("overlap").asDouble(), 1e-4);
+    assertTrue(cli("runtime-image", "ls", next).out().contains("derived "), "ls shows the origin");
+
+    Cli.Run verified = cli("runtime-image", "show", "--verify", next);
+    assertEquals(0, verified.exitCode(), verified.stderr() + verified.out());
+    assertTrue(verified.out().contains("; 0 rejected"), verified.out());
+
+    // Asked for all of it, the pair is refused: nothing written, nothing pushed.
+    Path out = dir.resolve("all-or-nothing.fpri");
+    Cli.Run refused = cli("runtime-image", "build", next, "--from", image, "--min-overlap", "100%", "--push", "--out",
+        out.toString());
+    assertEquals(9, refused.exitCode(), refused.stderr());
+    assertTrue(refused.stderr().contains("not derived: ") && refused.stderr().contains("--min-overlap"),
+        refused.stderr());
+    assertTrue(Files.notExists(out));
+    assertEquals(1, JSON.readTree(cli("runtime-image", "ls", "--json", next).stdout()).size());
+
+    // An unrelated image has none of it: refused at any threshold.
+    TestImage other = TestImage.push(registry, "it/unrelated", "plain");
+    String unrelated = registry.address() + "/it/unrelated:esgz";
+    assertEquals(0, Cli.inProcess("convert", "--plain-http", "--quiet", other.reference.toString(), unrelated)
+        .exitCode());
+    Cli.Run none = cli("runtime-image", "build", unrelated, "--from", image, "--out", out.toString());
+    assertEquals(9, none.exitCode(), none.stderr());
+    assertTrue(none.stderr().contains("(0.0 %"), none.stderr());
+    assertTrue(Files.notExists(out));
   }
 
   @Test

@@ -53,7 +53,11 @@ import java.util.Optional;
  * start of the service on the same node, kernel caches dropped, once on overlayfs and once on flatpull: rows {@code
  * warm-overlayfs} and {@code warm-flatpull}), {@code stargz} (stargz-snapshotter 0.12's daemon, when {@code --stargz}
  * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
- * optimize}). {@code --formats}: the lazy modes run on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
+ * optimize}), {@code runtime-image-derived} (the service's next version, never run, starting from the runtime image
+ * {@code runtime-image build --from} derived from the recorded one's), {@code runtime-image-next} (the same next
+ * version starting from a runtime image recorded on it) and {@code lazy-next} (the next version lazily); the next
+ * version is the image with one layer more that changes a file the service reads at start and adds a package it does
+ * not (see {@link #pushNextVersions}); flatpull's format only. {@code --formats}: the lazy modes run on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
  * {@code ctr-remote image convert} (its own chunking), and on request ({@code flatpull-zstd}, {@code skopeo-zstd}) on
  * zstd:chunked made by {@code flatpull convert --format zstd-chunked} and by {@code skopeo copy
  * --dest-compress-format zstd:chunked} (containers/storage's compressor, as podman and buildah push it). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
@@ -79,6 +83,11 @@ public final class ColdStartBenchmark {
   private static final List<String> PER_FORMAT = List.of("lazy", "lazy-nobg", "lazy-nowarmup", "lazy-baseline",
       "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz",
       "lazy-passthrough", "runtime-image-passthrough", "lazy-booted", "runtime-image-booted");
+  /** Modes on the service's next version, which only flatpull's own format has. */
+  private static final List<String> NEXT_VERSION = List.of("runtime-image-derived", "runtime-image-next", "lazy-next");
+  /** The next version's tags: the one that gets a derived runtime image, and a copy that gets a recorded one. */
+  private static final Map<String, String> NEXT_TAGS = Map.of("runtime-image-derived", "esgz-next",
+      "runtime-image-next", "esgz-next-rec", "lazy-next", "esgz-next");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -159,6 +168,8 @@ public final class ColdStartBenchmark {
         plan.add(new Plan(mode, "gzip"));
       } else if (mode.equals("stargz-opt")) {
         plan.add(new Plan(mode, "ctr-remote-opt"));
+      } else if (NEXT_VERSION.contains(mode)) {
+        plan.add(new Plan(mode, "flatpull"));
       } else if (PER_FORMAT.contains(mode)) {
         formats.forEach(f -> plan.add(new Plan(mode, f)));
       } else {
@@ -275,6 +286,10 @@ public final class ColdStartBenchmark {
     for (String f : formats) {
       compressed.put(f, compressedBytes(repo + ":" + TAGS.get(f)));
     }
+    boolean next = plan.stream().anyMatch(p -> NEXT_VERSION.contains(p.mode()));
+    if (next) {
+      pushNextVersions(image, rootfs);
+    }
     Map<String, Long> runtimeImages = new LinkedHashMap<>();
     for (String f : formats) {
       if (plan.stream().anyMatch(p -> p.mode().startsWith("runtime-image") && p.format().equals(f))) {
@@ -286,7 +301,58 @@ public final class ColdStartBenchmark {
         runtimeImages.put(f, runtimeImageBytes(ref));
       }
     }
+    if (next) {
+      link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
+      String base = link.address() + "/bench/" + image + ":";
+      progress("recording " + image + "'s next version and pushing its runtime image");
+      Workload.recordRuntimeImage(image, base + NEXT_TAGS.get("runtime-image-next"));
+      runtimeImages.put("flatpull-next", runtimeImageBytes(base + NEXT_TAGS.get("runtime-image-next")));
+      long started = System.nanoTime();
+      Cli.Run d = Cli.inProcess("runtime-image", "build", "--plain-http", base + NEXT_TAGS.get("runtime-image-derived"),
+          "--from", base + TAGS.get("flatpull"), "--push");
+      if (d.exitCode() != 0) {
+        throw new IOException("deriving " + image + "'s next version failed: " + d.stderr());
+      }
+      progress(String.format(Locale.ROOT, "derived %s's next version's runtime image in %.2f s (the command, start to"
+          + " end): %s", image, (System.nanoTime() - started) / 1e9, d.stderr().lines()
+          .filter(l -> l.startsWith("carried over")).findFirst().orElse("?")));
+      runtimeImages.put("flatpull-derived", runtimeImageBytes(base + NEXT_TAGS.get("runtime-image-derived")));
+    }
     return new ColdStartReport.ImageSizes(image, compressed, runtimeImages);
+  }
+
+  /**
+   * Pushes the service's next version, twice ({@link #NEXT_TAGS}: the same content under two manifests, so that one
+   * can carry a derived runtime image and the other a recorded one): the image and one layer more, which appends a
+   * comment to a file the service reads at start (python: {@code argparse.py}, whose compiled module is then stale;
+   * nginx: its configuration) and adds a package it does not read (8 MiB of data under {@code opt/}).
+   */
+  private void pushNextVersions(String image, Path rootfs) throws Exception {
+    String changed = image.equals("python") ? "usr/lib/python3.11/argparse.py" : "etc/nginx/nginx.conf";
+    byte[] content = Files.readAllBytes(rootfs.resolve(changed));
+    byte[] appended = java.util.Arrays.copyOf(content, content.length + 21);
+    System.arraycopy("\n# the next version\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII), 0, appended,
+        content.length, 21);
+    java.util.Random random = new java.util.Random(42);
+    for (String tag : List.of(NEXT_TAGS.get("runtime-image-derived"), NEXT_TAGS.get("runtime-image-next"))) {
+      Map<String, byte[]> upper = new LinkedHashMap<>();
+      upper.put(changed, appended);
+      for (int i = 0; i < 64; i++) {
+        byte[] data = new byte[128 * 1024];
+        random.setSeed(i);
+        random.nextBytes(data);
+        upper.put(String.format(Locale.ROOT, "opt/package/data-%02d.bin", i), data);
+      }
+      upper.put("etc/flatpull-bench-copy", tag.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+      progress("pushing " + image + "'s next version as :" + tag);
+      ImageReference plain = DebianImage.pushRootfsWithUpper(rootfs, upper, registry.address(), "bench/" + image,
+          "plain-" + tag);
+      Cli.Run c = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(),
+          registry.address() + "/bench/" + image + ":" + tag);
+      if (c.exitCode() != 0) {
+        throw new IOException("convert failed: " + c.stderr());
+      }
+    }
   }
 
   static long compressedBytes(String ref) throws IOException {
@@ -453,7 +519,9 @@ public final class ColdStartBenchmark {
       // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
       case "lazy-nobg", "warm-flatpull" -> d = FlatpullDaemon.startIn(group, metrics + "background_fetch = false", true,
           "[runtime_image]\nload = false\n");
-      case "runtime-image" -> d = FlatpullDaemon.startIn(group, metrics, true, "");
+      case "runtime-image", "runtime-image-derived", "runtime-image-next" ->
+          d = FlatpullDaemon.startIn(group, metrics, true, "");
+      case "lazy-next" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n");
       case "runtime-image-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, LIBFUSE);
       case "lazy-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n" + LIBFUSE);
       // With passthrough: every open answered, files complete on the node read by the kernel from backing files.
@@ -513,7 +581,7 @@ public final class ColdStartBenchmark {
   }
 
   private ColdStartResult measure(int run, String image, String linkName, Plan p) throws Exception {
-    String ref = link.address() + "/bench/" + image + ":" + TAGS.get(p.format());
+    String ref = link.address() + "/bench/" + image + ":" + NEXT_TAGS.getOrDefault(p.mode(), TAGS.get(p.format()));
     String id = "bench-" + run + "-" + p.mode();
     try (Node node = node(p.mode())) {
       boolean warm = p.mode().startsWith("warm-");

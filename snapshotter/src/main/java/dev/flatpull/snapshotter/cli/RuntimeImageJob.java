@@ -164,11 +164,11 @@ final class RuntimeImageJob implements AutoCloseable {
     ServiceVersion target = new ServiceVersion(ref.toString(), manifest.digest().toString(), s.platform(), s.command(),
         s.environment(), s.workingDirectory(), s.probes());
     TraceRebase.Rebased rebased = TraceRebase.rebase(old, oldIndexes, target, List.copyOf(newLayers.values()));
-    progress.printf(Locale.ROOT, "carried over %.1f of %.1f MiB traced (%.1f %%): %.1f MiB at the same path,"
-            + " %.1f MiB moved; %.1f MiB changed or gone, left to the lazy loader (%d ms)%n",
+    progress.printf(Locale.ROOT, "carried over %.1f of %.1f MiB traced (%.1f %%; bytes: %d at the same path, %d"
+            + " moved, %d changed or gone, left to the lazy loader) in %d ms%n",
         (rebased.samePathBytes() + rebased.movedBytes()) / 1048576.0, rebased.tracedBytes() / 1048576.0,
-        100 * rebased.overlap(), rebased.samePathBytes() / 1048576.0, rebased.movedBytes() / 1048576.0,
-        rebased.droppedBytes() / 1048576.0, (System.nanoTime() - started) / 1_000_000);
+        100 * rebased.overlap(), rebased.samePathBytes(), rebased.movedBytes(), rebased.droppedBytes(),
+        (System.nanoTime() - started) / 1_000_000);
     if (rebased.overlap() < minOverlap || rebased.trace().layers().isEmpty()) {
       throw new RuntimeImageOverlapException(String.format(Locale.ROOT, "%s has %.1f %% of the content traced on %s,"
           + " below the %.1f %% asked (--min-overlap): nothing derived; record this version instead", ref,
