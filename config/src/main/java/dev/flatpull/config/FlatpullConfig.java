@@ -186,7 +186,8 @@ public record FlatpullConfig(
         t.duration("startup_window", d.startupWindow()),
         new RuntimeImageSettings.Limits(t.share("max_share", d.limits().maxShare()),
             (int) t.integer("index_bytes_per_extent", d.limits().indexBytesPerExtent(), 64, 65536),
-            t.bytes("frame_slack", d.limits().frameSlack(), 0, 1L << 20)));
+            t.bytes("frame_slack", d.limits().frameSlack(), 0, 1L << 20)), t.bool("borrow", d.borrow()),
+        t.share("borrow_min_overlap", d.borrowMinOverlap()));
     t.rejectUnknownKeys();
     return ri;
   }

@@ -20,11 +20,15 @@ import java.util.Optional;
  *     as it was when the trace was recorded (so that the kernel asks for the pages the runtime image holds, not its
  *     readahead window around them, which would be lazy fetches)
  * @param limits how much a runtime image may ask of a node, relative to the image it belongs to
+ * @param borrow whether an image without a runtime image of its own borrows one of another version in its repository
+ *     (docs/runtime-images.md, "Borrowing at a node")
+ * @param borrowMinOverlap the least share of a runtime image's bytes an image must have for it to be borrowed
  */
 public record RuntimeImageSettings(Verification verify, long frameSize, int level, boolean load,
-    Optional<String> service, Duration stall, Duration startupWindow, Limits limits) {
+    Optional<String> service, Duration stall, Duration startupWindow, Limits limits, boolean borrow,
+    double borrowMinOverlap) {
   public static final RuntimeImageSettings DEFAULTS = new RuntimeImageSettings(Verification.IMAGE, 256L << 10, 9,
-      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), Limits.DEFAULTS);
+      true, Optional.empty(), Duration.ofMillis(500), Duration.ofSeconds(30), Limits.DEFAULTS, true, 0.5);
 
   /**
    * What a node accepts of a runtime image, bounded by the image it belongs to (docs/runtime-images.md, "Limits"):
@@ -104,25 +108,39 @@ public record RuntimeImageSettings(Verification verify, long frameSize, int leve
     if (level < 1 || level > 22) {
       throw new IllegalArgumentException("zstd level must be within 1..22, got " + level);
     }
+    if (!(borrowMinOverlap > 0) || borrowMinOverlap > 1) {
+      throw new IllegalArgumentException("borrow_min_overlap must be greater than 0 and at most 1, got "
+          + borrowMinOverlap);
+    }
   }
 
   public RuntimeImageSettings withVerify(Verification v) {
-    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, limits);
+    return new RuntimeImageSettings(v, frameSize, level, load, service, stall, startupWindow, limits, borrow,
+        borrowMinOverlap);
   }
 
   public RuntimeImageSettings withLoad(boolean l) {
-    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, limits);
+    return new RuntimeImageSettings(verify, frameSize, level, l, service, stall, startupWindow, limits, borrow,
+        borrowMinOverlap);
   }
 
   public RuntimeImageSettings withLimits(Limits l) {
-    return new RuntimeImageSettings(verify, frameSize, level, load, service, stall, startupWindow, l);
+    return new RuntimeImageSettings(verify, frameSize, level, load, service, stall, startupWindow, l, borrow,
+        borrowMinOverlap);
   }
 
   public RuntimeImageSettings withService(Optional<String> s) {
-    return new RuntimeImageSettings(verify, frameSize, level, load, s, stall, startupWindow, limits);
+    return new RuntimeImageSettings(verify, frameSize, level, load, s, stall, startupWindow, limits, borrow,
+        borrowMinOverlap);
+  }
+
+  public RuntimeImageSettings withBorrow(boolean b) {
+    return new RuntimeImageSettings(verify, frameSize, level, load, service, stall, startupWindow, limits, b,
+        borrowMinOverlap);
   }
 
   public RuntimeImageSettings withFrameSize(long bytes) {
-    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, limits);
+    return new RuntimeImageSettings(verify, bytes, level, load, service, stall, startupWindow, limits, borrow,
+        borrowMinOverlap);
   }
 }

@@ -29,6 +29,7 @@ public interface RemoteLayerMetrics {
 
   /**
    * The runtime-image lookup of an image ended: {@code result} is {@code loaded} (it brought content, perhaps not all),
+   * {@code borrowed} (another version's, re-pointed at this image, brought content),
    * or why none was used (a selection reason such as {@code none_found}, or {@code lookup_failed}, {@code malformed},
    * {@code mismatch}, {@code over_limit}, {@code stream_failed}, {@code disabled}).
    */
@@ -46,6 +47,12 @@ public interface RemoteLayerMetrics {
    * kernel did not know the file or the mount's engine cannot ({@code missed}).
    */
   default void kernelPagesStored(long stored, long missed) {}
+
+  /**
+   * An image without a runtime image of its own borrowed another version's: {@code bytes} of its content kept, the
+   * image having {@code overlap} (0 to 1) of its bytes.
+   */
+  default void runtimeImageBorrowed(long bytes, double overlap) {}
 
   /** A listed runtime image was not chosen: {@code reason} is {@code other_verification}, {@code other_service} or {@code older}. */
   default void runtimeImagePassedOver(String reason) {}

@@ -6,6 +6,7 @@ import dev.flatpull.fetcher.registry.RegistryClient;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.pagecache.PageCache;
 import dev.flatpull.pagecache.ProducerProgress;
+import dev.flatpull.runtimeimage.BorrowedIndex;
 import dev.flatpull.runtimeimage.RuntimeImageArtifact;
 import dev.flatpull.runtimeimage.RuntimeImageFormatException;
 import dev.flatpull.runtimeimage.RuntimeImageLimitException;
@@ -17,7 +18,9 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.InstantSource;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -94,7 +97,11 @@ final class RuntimeImageLoading {
         LOG.info("runtime images of " + s.reference + " passed over: " + chosen.passedOverDetail());
       }
       if (chosen.chosen().isEmpty()) {
-        metrics.runtimeImageLookup(chosen.reason().orElse("none_found"));
+        String reason = chosen.reason().orElse("none_found");
+        if (settings.borrow() && reason.equals("none_found") && borrow(s, client, publisher, started)) {
+          return;
+        }
+        metrics.runtimeImageLookup(reason);
         LOG.info("no runtime image for " + s.reference + ": " + chosen.detail() + "; lazy loading only");
         return;
       }
@@ -105,36 +112,9 @@ final class RuntimeImageLoading {
           .RUNTIME_IMAGE));
       // The stream's own rate: from its first verified content in the cache to its last (lookups and waits excluded).
       long[] firstLast = {0, 0};
-      RuntimeImageStream stream = new RuntimeImageStream(client, cache, new ProducerProgress(settings.stall()),
-          new RuntimeImageStream.Delivery() {
-            @Override
-            public void delivered(Digest layer, String path, long offset, int length, Digest content) {
-              long now = nanoTime.getAsLong();
-              if (firstLast[0] == 0) {
-                firstLast[0] = now;
-              }
-              firstLast[1] = now;
-              brought.add(content);
-              threads.landing().execute(() -> land(s, layer, path, offset, length, content));
-            }
-
-            @Override
-            public void announced() {
-              s.announced.complete(null);
-            }
-
-            @Override
-            public void planned(Digest layer, String path, long offset, int length, Digest content) {
-              if (pageMode) {
-                try {
-                  s.pagePlanned(layer, path, offset, content);
-                } catch (IOException e) {
-                  // The layer's TOC could not be had: its reads go to the lazy loader.
-                }
-              }
-            }
-          }, settings.verify(), settings.limits());
+      RuntimeImageStream stream = stream(s, client, pageMode, firstLast);
       RuntimeImageStream.Outcome o = stream.load(artifact, s.manifest, s);
+      remember(s, s.manifest.digest());
       Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
       Optional<Duration> age = artifact.traceRecorded().map(t -> Duration.between(t, clock.instant()));
       metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "loaded" : "stream_failed");
@@ -173,6 +153,141 @@ final class RuntimeImageLoading {
       s.announced.complete(null);
       s.runtimeImage.complete(false);
     }
+  }
+
+  /**
+   * A stream of a runtime image into the cache for session {@code s}: what it brings counts as served from it, is
+   * landed in the kernel and, in page mode, planned by place. {@code firstLast} gets the times of its first and last
+   * content, for its rate.
+   */
+  private RuntimeImageStream stream(ImageSession s, RegistryClient client, boolean pageMode, long[] firstLast) {
+    return new RuntimeImageStream(client, cache, new ProducerProgress(settings.stall()),
+          new RuntimeImageStream.Delivery() {
+            @Override
+            public void delivered(Digest layer, String path, long offset, int length, Digest content) {
+              long now = nanoTime.getAsLong();
+              if (firstLast[0] == 0) {
+                firstLast[0] = now;
+              }
+              firstLast[1] = now;
+              brought.add(content);
+              threads.landing().execute(() -> land(s, layer, path, offset, length, content));
+            }
+
+            @Override
+            public void announced() {
+              s.announced.complete(null);
+            }
+
+            @Override
+            public void planned(Digest layer, String path, long offset, int length, Digest content) {
+              if (pageMode) {
+                try {
+                  s.pagePlanned(layer, path, offset, content);
+                } catch (IOException e) {
+                  // The layer's TOC could not be had: its reads go to the lazy loader.
+                }
+              }
+            }
+          }, settings.verify(), settings.limits());
+  }
+
+  /** How many other versions' listings a start without a runtime image reads, and how many of their indexes. */
+  static final int BORROW_LISTINGS = 8;
+  static final int BORROW_INDEXES = 3;
+
+  /** Manifests whose runtime images this node loaded, per repository: where a later version looks first. */
+  private final Map<String, Set<Digest>> loadedSubjects = new ConcurrentHashMap<>();
+
+  private void remember(ImageSession s, Digest subject) {
+    Set<Digest> subjects = loadedSubjects.computeIfAbsent(repository(s), r -> ConcurrentHashMap.newKeySet());
+    if (subjects.size() < 64) {
+      subjects.add(subject);
+    }
+  }
+
+  private static String repository(ImageSession s) {
+    return s.reference.registry() + "/" + s.reference.repository();
+  }
+
+  /**
+   * For an image without a runtime image of its own: borrows the runtime image of another version in its repository
+   * that shares most with it ({@link BorrowedIndex}), and streams the frames that carry what it shares. The
+   * candidates' listings and indexes are read at once and bounded in number ({@link #BORROW_LISTINGS},
+   * {@link #BORROW_INDEXES}); nothing is borrowed below {@code [runtime_image] borrow_min_overlap}. Whether it
+   * borrowed; false (nothing reserved, lazy loading) when no candidate was worth it.
+   */
+  private boolean borrow(ImageSession s, RegistryClient client, RuntimeImagePublisher publisher, long started)
+      throws IOException {
+    if (settings.verify() != dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE) {
+      return false;
+    }
+    List<RuntimeImagePublisher.Related> related = publisher.related(s.manifest.digest(),
+        loadedSubjects.getOrDefault(repository(s), Set.of()), BORROW_LISTINGS, threads.loaders()).stream()
+        .filter(r -> r.artifact().verify().equals(Optional.of(
+            dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)))
+        .limit(BORROW_INDEXES).toList();
+    if (related.isEmpty()) {
+      return false;
+    }
+    long[] firstLast = {0, 0};
+    RuntimeImageStream stream = stream(s, client, false, firstLast);
+    List<java.util.concurrent.CompletableFuture<Optional<RuntimeImageStream.Borrowable>>> reads = new ArrayList<>();
+    for (RuntimeImagePublisher.Related r : related) {
+      reads.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+        try {
+          return Optional.of(stream.readForBorrowing(r.artifact(), r.subject(), s.manifest, s));
+        } catch (IOException | RuntimeException e) {
+          LOG.info("runtime image " + r.artifact().digest().shortHex() + " of " + r.subject().shortHex()
+              + " not borrowed for " + s.reference + ": " + e.getMessage());
+          return Optional.empty();
+        }
+      }, threads.loaders()));
+    }
+    Optional<RuntimeImageStream.Borrowable> best = Optional.empty();
+    StringBuilder considered = new StringBuilder();
+    for (var f : reads) {
+      Optional<RuntimeImageStream.Borrowable> b = f.join();
+      if (b.isEmpty()) {
+        continue;
+      }
+      BorrowedIndex.Rebound r = b.get().rebound();
+      considered.append(String.format(java.util.Locale.ROOT, "%s%s of %s: overlap %.3f", considered.length() == 0
+          ? "" : "; ", b.get().artifact().digest().shortHex(), b.get().subject().shortHex(), r.overlap()));
+      if (r.keptBytes() > 0 && r.overlap() >= settings.borrowMinOverlap() && (best.isEmpty()
+          || r.overlap() > best.get().rebound().overlap())) {
+        best = b;
+      }
+    }
+    if (best.isEmpty()) {
+      LOG.info("no runtime image of another version borrowed for " + s.reference + " (" + (considered.length() == 0
+          ? "none could be read" : considered) + "; [runtime_image] borrow_min_overlap "
+          + settings.borrowMinOverlap() + ")");
+      return false;
+    }
+    RuntimeImageStream.Borrowable b = best.get();
+    s.found.complete(true);
+    RuntimeImageStream.Outcome o = stream.borrow(b, s.manifest, s);
+    Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
+    metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "borrowed" : "stream_failed");
+    metrics.runtimeImageStreamed(o, took, b.artifact().traceRecorded().map(t -> Duration.between(t, clock.instant())));
+    metrics.runtimeImageBorrowed(o.deliveredBytes() + o.reusedBytes(), b.rebound().overlap());
+    String line = String.format(java.util.Locale.ROOT, "runtime image %s of %s borrowed for %s (overlap %.3f: %d of"
+            + " %d bytes matched, %d kept in %d of %d frames; considered %s): %d contents (%d bytes) streamed in %d ms"
+            + " in %d request(s), %d already on the node%s%s",
+        b.artifact().digest().shortHex(), b.subject().shortHex(), s.reference, b.rebound().overlap(),
+        b.rebound().matchedBytes(), b.rebound().extentBytes(), b.rebound().keptBytes(), b.rebound().keptFrames(),
+        b.layout().index().frames().size(), considered, o.delivered(), o.deliveredBytes(), took.toMillis(),
+        o.requests(), o.reused(), rate(o.deliveredBytes(), firstLast[1] - firstLast[0]),
+        firstLast[1] > 0 ? ", done " + (firstLast[1] - s.startedNanos) / 1_000_000
+            + " ms after the image's first Prepare" : "");
+    if (o.failure().isPresent()) {
+      LOG.warning(line + "; " + o.failure().get() + ": " + o.detail() + " (the lazy loader serves the rest)");
+    } else {
+      LOG.info(line);
+    }
+    s.runtimeImage.complete(o.delivered() + o.reused() > 0);
+    return true;
   }
 
   /** The stream's rate, for the log: bytes decoded, verified and stored per second of streaming. */

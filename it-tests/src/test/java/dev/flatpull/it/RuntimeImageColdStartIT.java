@@ -486,6 +486,96 @@ class RuntimeImageColdStartIT {
     }
   }
 
+  /**
+   * The next version of the python image, never recorded: one layer more that spoils the first bytes of a compiled
+   * module both services read (Python then compiles the module from its source) and adds a file. A cold start of it
+   * borrows the runtime image of the version before that shares the most with it, streams only the frames worth it,
+   * and serves every byte of the new image; a lazy start of the same version moves more.
+   */
+  @Test
+  @Order(8)
+  void nextVersionNeverRecorded_borrowsThePreviousVersionsRuntimeImage_byContent_andServesItsOwnBytes()
+      throws Exception {
+    RuntimeImageIndex a = RuntimeImageFormat.read(blobOf(python, artifactOf(python, tracePythonA))).index();
+    RuntimeImageIndex b = RuntimeImageFormat.read(blobOf(python, artifactOf(python, tracePythonB))).index();
+    Map<String, Long> firstOfA = firstExtents(a);
+    Map<String, Long> firstOfB = firstExtents(b);
+    String changed = firstOfA.keySet().stream().filter(f -> f.endsWith(".pyc") && firstOfB.containsKey(f))
+        .max(java.util.Comparator.comparing(firstOfA::get))
+        .orElseThrow(() -> new AssertionError("no compiled module in both runtime images"));
+    Path rootfs = DebianImage.pythonRootfs();
+    byte[] content = Files.readAllBytes(rootfs.resolve(changed.substring(1)));
+    content[0] ^= 1;
+    DebianImage.pushRootfsWithUpper(rootfs, Map.of(changed.substring(1), content, "srv/added.txt",
+        "only in the next version\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII)), link.address(),
+        "it/python", "plain-next");
+    String next = link.address() + "/it/python:esgz-next";
+    assertEquals(0, Cli.inProcess("convert", "--plain-http", "--quiet", link.address() + "/it/python:plain-next", next)
+        .exitCode());
+    // What each would give: every byte of its extents but the spoilt chunk. The one with the larger share is borrowed.
+    double overlapA = 1 - firstOfA.get(changed) / (double) a.servedBytes();
+    double overlapB = 1 - firstOfB.get(changed) / (double) b.servedBytes();
+    boolean borrowsA = overlapA > overlapB;
+    RuntimeImageIndex borrowed = borrowsA ? a : b;
+    String code = borrowsA ? PYTHON_A : PYTHON_B;
+
+    Start lazily;
+    try (Node n = Node.fresh("load = false", Optional.empty(), false)) {
+      lazily = coldStart(n, next, "py-next-lazy", List.of("/usr/bin/python3", "-c", code), false);
+    }
+    try (Node n = Node.fresh("", Optional.empty(), false)) {
+      Start s = coldStart(n, next, "py-next", List.of("/usr/bin/python3", "-c", code), false);
+      System.out.print("python's next version, borrowing: " + s.describe() + "lazily: " + lazily.describe());
+      String log = n.flatpull().log();
+      assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"borrowed\"}"), log);
+      String line = log.lines().filter(l -> l.contains(" borrowed for ")).findFirst()
+          .orElseThrow(() -> new AssertionError("no borrowing logged:\n" + log));
+      System.out.println(line);
+      java.util.regex.Matcher m = java.util.regex.Pattern.compile("overlap ([0-9.]+): (\\d+) of (\\d+) bytes matched,"
+          + " (\\d+) kept").matcher(line);
+      assertTrue(m.find(), line);
+      assertEquals(borrowed.servedBytes(), Long.parseLong(m.group(3)), "the borrowed one: " + line);
+      assertEquals(borrowed.servedBytes() - firstOfA.getOrDefault(changed, 0L) * (borrowsA ? 1 : 0)
+          - firstOfB.getOrDefault(changed, 0L) * (borrowsA ? 0 : 1), Long.parseLong(m.group(2)),
+          "every byte but the spoilt chunk matched: " + line);
+      // Counted once per content (several places may serve one), never beyond what was kept.
+      double counted = s.delta("flatpull_runtime_image_borrowed_bytes_total");
+      assertTrue(counted > 0 && counted <= Long.parseLong(m.group(4)), counted + " bytes counted: " + line);
+      // What the overlap predicts: the service's reads come from the borrowed content but the spoilt module and the
+      // source Python compiles instead.
+      assertTrue(s.hitRatio() >= 0.9, "hit ratio " + s.hitRatio() + ": " + s.describe());
+      assertTrue(s.bytesDown() < lazily.bytesDown(), "borrowing moved " + s.bytesDown() + " bytes, the lazy start "
+          + lazily.bytesDown());
+      assertTrue(s.requests().size() < lazily.requests().size(), s.describe() + lazily.describe());
+
+      // Every byte the next version's layers show, against what they were built from.
+      Path remote = n.flatpull().root().resolve("remote");
+      List<Path> mounts;
+      try (var list = Files.list(remote)) {
+        mounts = list.toList();
+      }
+      assertEquals(2, mounts.size(), mounts.toString());
+      Path lower = mounts.stream().filter(p -> Files.exists(p.resolve("usr/bin"))).findFirst().orElseThrow();
+      Path upper = mounts.stream().filter(p -> !p.equals(lower)).findFirst().orElseThrow();
+      assertEquals(List.of(), TreeSnapshot.of(rootfs).differences(TreeSnapshot.of(lower), 10));
+      assertTrue(Arrays.equals(content, Files.readAllBytes(upper.resolve(changed.substring(1)))), changed);
+      assertEquals("only in the next version\n", Files.readString(upper.resolve("srv/added.txt")));
+    }
+  }
+
+  /** Per file a runtime image serves, the length of its extent at offset 0. */
+  private static Map<String, Long> firstExtents(RuntimeImageIndex index) {
+    Map<String, Long> out = new java.util.HashMap<>();
+    for (RuntimeImageIndex.LayerExtents l : index.layers()) {
+      for (RuntimeImageIndex.Extent e : l.extents()) {
+        if (e.fileOffset() == 0) {
+          out.merge(l.files().get(e.file()), (long) e.length(), Long::sum);
+        }
+      }
+    }
+    return out;
+  }
+
   @Test
   @Order(4)
   void incrementalInjection_serviceBAfterServiceA_fetchesOnlyTheFramesANodeLacks() throws Exception {

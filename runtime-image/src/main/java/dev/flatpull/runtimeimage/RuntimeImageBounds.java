@@ -106,7 +106,16 @@ public final class RuntimeImageBounds {
    * @return the bytes its extents bring
    */
   public long checkContent(RuntimeImageIndex index, List<List<int[]>> byFrame) throws RuntimeImageLimitException {
-    long brought = checkFrames(index, byFrame, limits);
+    return checkContent(index, byFrame, 1);
+  }
+
+  /**
+   * The same for an index whose frames may carry content it does not serve, as long as at least {@code minUse} of
+   * each frame it fetches is served: a borrowed runtime image ({@link BorrowedIndex#MIN_FRAME_USE}).
+   */
+  public long checkContent(RuntimeImageIndex index, List<List<int[]>> byFrame, double minUse)
+      throws RuntimeImageLimitException {
+    long brought = checkFrames(index, byFrame, limits, minUse);
     // What its extents bring (frames without any are never fetched), against the image's files.
     if (brought > limits.maxShare() * imageBytes) {
       double share = imageBytes == 0 ? 1 : (double) brought / imageBytes;
@@ -125,6 +134,11 @@ public final class RuntimeImageBounds {
    */
   static long checkFrames(RuntimeImageIndex index, List<List<int[]>> byFrame, Limits limits)
       throws RuntimeImageLimitException {
+    return checkFrames(index, byFrame, limits, 1);
+  }
+
+  private static long checkFrames(RuntimeImageIndex index, List<List<int[]>> byFrame, Limits limits, double minUse)
+      throws RuntimeImageLimitException {
     long brought = 0;
     for (int f = 0; f < byFrame.size(); f++) {
       if (byFrame.get(f).isEmpty()) {
@@ -139,7 +153,7 @@ public final class RuntimeImageBounds {
           carried += e.length();
         }
       }
-      if (frame.size() > carried + limits.frameSlack()
+      if (frame.size() > (long) Math.ceil(carried / minUse) + limits.frameSlack()
           || frame.length() > Zstd.compressBound(frame.size()) + limits.frameSlack()) {
         throw new RuntimeImageLimitException("frame_size", "index.frames[" + f + "]: " + frame.length() + " bytes"
             + " decompressing to " + frame.size() + ", for extents of " + carried + " bytes ([runtime_image]"

@@ -138,6 +138,48 @@ public final class RuntimeImagePublisher {
     return out;
   }
 
+  /** A runtime image of another image manifest, {@code subject}, of the same repository. */
+  public record Related(RuntimeImageArtifact artifact, Digest subject) {}
+
+  private static final java.util.regex.Pattern TAG_SCHEMA = java.util.regex.Pattern.compile("sha256-[0-9a-f]{64}");
+
+  /**
+   * Runtime images of other versions in this repository, newest first, at most {@code max}: of the manifests the
+   * referrers tag schema names ({@code sha256-HEX} tags of the repository's first listing page) and of
+   * {@code remembered} (manifests whose runtime images this node has loaded, which a registry with the referrers API
+   * does not tag). At most {@code max} listings are read, at once on {@code executor}; one that fails is left out.
+   */
+  public List<Related> related(Digest exclude, java.util.Collection<Digest> remembered, int max,
+      java.util.concurrent.Executor executor) throws IOException {
+    java.util.LinkedHashSet<Digest> subjects = new java.util.LinkedHashSet<>(remembered);
+    List<String> tags = client.listTags();
+    // Newest tags are not first in a lexical listing: those of the tag schema are taken from the end, as a registry
+    // that lists by name gives no better order, and the remembered ones first.
+    for (int i = tags.size() - 1; i >= 0 && subjects.size() < 4 * max; i--) {
+      if (TAG_SCHEMA.matcher(tags.get(i)).matches()) {
+        subjects.add(Digest.parse("sha256:" + tags.get(i).substring(7)));
+      }
+    }
+    subjects.remove(exclude);
+    List<java.util.concurrent.CompletableFuture<List<Related>>> asked = new ArrayList<>();
+    for (Digest subject : subjects.stream().limit(max).toList()) {
+      asked.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+        try {
+          return list(subject).stream().map(a -> new Related(a, subject)).toList();
+        } catch (IOException e) {
+          return List.<Related>of();
+        }
+      }, executor));
+    }
+    List<Related> out = new ArrayList<>();
+    for (var f : asked) {
+      out.addAll(f.join());
+    }
+    out.sort((a, b) -> b.artifact().created().orElse(Instant.EPOCH)
+        .compareTo(a.artifact().created().orElse(Instant.EPOCH)));
+    return out;
+  }
+
   /** Takes the runtime images {@code which} selects out of the listing of {@code subject}; returns them. */
   public List<RuntimeImageArtifact> remove(Digest subject, Predicate<RuntimeImageArtifact> which)
       throws IOException, InterruptedException {

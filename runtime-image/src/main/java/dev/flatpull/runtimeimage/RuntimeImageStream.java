@@ -180,6 +180,54 @@ public final class RuntimeImageStream {
     });
   }
 
+  /**
+   * A runtime image of another version of the image, its index read and re-pointed at this version
+   * ({@link BorrowedIndex}), ready to be streamed by {@link #borrow}.
+   *
+   * @param subject the image manifest it was built for (another version)
+   * @param head the blob's header and index, as read
+   * @param layout the re-pointed index, with the blob's frames
+   */
+  public record Borrowable(RuntimeImageArtifact artifact, Digest subject, Descriptor blob, byte[] head, Layout layout,
+      BorrowedIndex.Rebound rebound) {}
+
+  /**
+   * Reads the index of {@code artifact}, a runtime image of the image manifest {@code subject} (another version of
+   * {@code manifest}), held to this image's bounds, and re-points it at {@code manifest}: one or two range requests.
+   *
+   * @throws RuntimeImageFormatException when it is malformed or not a runtime image of {@code subject}
+   * @throws RuntimeImageLimitException when its index is larger than this image allows
+   * @throws RuntimeImageMismatchException when it is a page-mode runtime image
+   */
+  public Borrowable readForBorrowing(RuntimeImageArtifact artifact, Digest subject, ImageManifest manifest,
+      LayerIndexes tocs) throws IOException {
+    Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, subject);
+    Map<Digest, LayerIndex> layers = layersOf(manifest, tocs);
+    RuntimeImageBounds bounds = RuntimeImageBounds.of(limits, trusted, layers.values());
+    long indexEnd = indexEnd(blob, bounds.indexEnd());
+    byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
+    if (indexEnd == RuntimeImageFormat.HEADER_SIZE) {
+      int indexLength = RuntimeImageFormat.indexLength(head);
+      bounds.checkIndexLength(indexLength);
+      head = client.readRange(blob.digest(), new ByteRange(0, RuntimeImageFormat.HEADER_SIZE + (long) indexLength));
+    }
+    bounds.checkIndexLength(RuntimeImageFormat.indexLength(head));
+    Layout old = RuntimeImageFormat.readIndex(head, bounds.indexBytes());
+    BorrowedIndex.Rebound rebound = BorrowedIndex.rebind(old.index(), manifest, layers);
+    return new Borrowable(artifact, subject, blob, head, new Layout(rebound.index(), old.indexLength()), rebound);
+  }
+
+  /**
+   * Streams what {@code borrowed} keeps into the cache: only the frames that carry its extents, by range, each
+   * extent verified against this image's chunk digest as in {@link #load}.
+   */
+  public Outcome borrow(Borrowable borrowed, ImageManifest manifest, LayerIndexes tocs) throws IOException {
+    Load load = newLoad(manifest, tocs, borrowed.blob());
+    load.requests = 1;
+    load.frameUse = BorrowedIndex.MIN_FRAME_USE;
+    return finish(load, borrowed.blob(), true, null, () -> load.begin(borrowed.layout()));
+  }
+
   /** A step of a load that may fail as the registry does ({@link IOException}) or as the runtime image does. */
   @FunctionalInterface
   private interface Step {
@@ -233,6 +281,12 @@ public final class RuntimeImageStream {
 
   /** The load of {@code manifest}'s runtime image, once its layers' TOCs are in. */
   private Load newLoad(ImageManifest manifest, LayerIndexes tocs, Descriptor blob) throws IOException {
+    Map<Digest, LayerIndex> layers = layersOf(manifest, tocs);
+    return new Load(manifest, layers, RuntimeImageBounds.of(limits, trusted, layers.values()), blob.size());
+  }
+
+  /** The verified indexes of {@code manifest}'s lazily readable layers, in its order, once their TOCs are in. */
+  private static Map<Digest, LayerIndex> layersOf(ImageManifest manifest, LayerIndexes tocs) throws IOException {
     Map<Digest, LayerIndex> layers = new LinkedHashMap<>();
     IOException unavailable = null;
     for (Descriptor d : manifest.layers()) {
@@ -246,7 +300,7 @@ public final class RuntimeImageStream {
     if (layers.isEmpty()) {
       throw unavailable != null ? unavailable : new IOException("the image has no layers");
     }
-    return new Load(manifest, layers, RuntimeImageBounds.of(limits, trusted, layers.values()), blob.size());
+    return layers;
   }
 
   /**
@@ -468,6 +522,8 @@ public final class RuntimeImageStream {
     int requests;
     int ignoredFrames;
     String headroom = "";
+    // The least share of a fetched frame its extents may serve: all of it, but for a borrowed runtime image.
+    double frameUse = 1;
 
     Load(ImageManifest manifest, Map<Digest, LayerIndex> layers, RuntimeImageBounds bounds, long blobSize) {
       this.manifest = manifest;
@@ -494,7 +550,7 @@ public final class RuntimeImageStream {
             + " had: " + e.getMessage());
       }
       List<List<int[]>> extents = RuntimeImageDecoder.extentsByFrame(l.index());
-      headroom = bounds.headroom(l.indexLength(), bounds.checkContent(l.index(), extents));
+      headroom = bounds.headroom(l.indexLength(), bounds.checkContent(l.index(), extents, frameUse));
       layout = l;
       byFrame = extents;
       ignoredFrames = (int) byFrame.stream().filter(List::isEmpty).count();

@@ -6,18 +6,15 @@ import dev.flatpull.fetcher.layer.LayerChunk;
 import dev.flatpull.fetcher.layer.LayerEntry;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.layer.LazyLayer;
-import dev.flatpull.fetcher.layer.MergedLayers;
 import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
 import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.PageRun;
 import dev.flatpull.trace.ServiceVersion;
 import dev.flatpull.trace.Trace;
-import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,8 +23,9 @@ import java.util.Optional;
 /**
  * Carries a trace recorded on one version of an image over to another version, by content: a traced range of an old
  * file goes over where a chunk of the new image, visible in its merged view, has the digest of the old chunk that
- * held it. At the same path and offset first; else wherever the new image shows that chunk (a file moved or renamed).
- * What the new image lacks (a changed or removed file) is dropped, and left to the lazy loader at a start.
+ * held it. At the same path and offset first; else wherever the new image shows that chunk (a file moved or renamed);
+ * else, for a file the new image changed but still shows at that path, the same range of the new file. What the new
+ * image lacks (a removed file) is dropped, and left to the lazy loader at a start.
  *
  * <p>What it trusts: nothing. The rebased trace names pages of the new image; a runtime image built from it is built
  * as from any trace, its content read from the new image's layers and verified against their TOCs.
@@ -42,20 +40,21 @@ public final class TraceRebase {
    * @param tracedBytes bytes of the old trace in lazily readable layers (what the overlap is a share of)
    * @param samePathBytes of those, found at the same path and offset in the new image
    * @param movedBytes of those, found elsewhere in the new image by their chunk's digest
+   * @param changedBytes of those, not found, in a file the new image still shows at the same path: the same ranges
+   *     of the new file are taken instead (a changed configuration or module is most likely read as its old version
+   *     was); they do not count towards the overlap
    */
-  public record Rebased(Trace trace, long tracedBytes, long samePathBytes, long movedBytes) {
+  public record Rebased(Trace trace, long tracedBytes, long samePathBytes, long movedBytes, long changedBytes) {
     /** The share of the old trace's bytes the new image has: 0 when nothing was traced. */
     public double overlap() {
       return tracedBytes == 0 ? 0 : (samePathBytes + movedBytes) / (double) tracedBytes;
     }
 
+    /** Bytes of files the new image no longer shows (removed, or no longer regular files). */
     public long droppedBytes() {
-      return tracedBytes - samePathBytes - movedBytes;
+      return tracedBytes - samePathBytes - movedBytes - changedBytes;
     }
   }
-
-  /** Where a chunk of the old image lies in the new one. */
-  private record Target(int layer, LayerEntry file, LayerChunk chunk) {}
 
   /**
    * The pages a runtime image serves, as a trace of the image it was built for: its extents, in the order they are
@@ -100,9 +99,8 @@ public final class TraceRebase {
    *     can be served lazily, and a chunk it would hide is still the new image's bytes, in the layer named
    */
   public static Rebased rebase(Trace old, Map<Digest, LayerIndex> oldLayers, ServiceVersion service,
-      List<LazyLayer> newLayers) throws IOException {
-    MergedLayers merged = new MergedLayers(newLayers.size(), newLayers::get);
-    Map<Digest, Target> byDigest = null;
+      List<LayerIndex> newLayers) throws IOException {
+    ChunkPlaces places = new ChunkPlaces(newLayers);
     List<Map<String, Integer>> files = new ArrayList<>();
     List<List<PageRun>> runs = new ArrayList<>();
     newLayers.forEach(l -> {
@@ -112,6 +110,7 @@ public final class TraceRebase {
     long traced = 0;
     long same = 0;
     long moved = 0;
+    long changed = 0;
     for (LayerTrace lt : old.layers()) {
       LayerIndex index = oldLayers.get(Digest.parse(lt.layerDigest()));
       if (index == null) {
@@ -137,25 +136,20 @@ public final class TraceRebase {
           if (b <= a || c.digest() == null) {
             continue;
           }
-          Target t = atSamePath(merged, newLayers, path, c);
-          boolean samePath = t != null;
-          if (t == null) {
-            if (byDigest == null) {
-              byDigest = visibleChunks(merged, newLayers);
+          Optional<ChunkPlaces.Place> found = places.find(path, c.fileOffset(), c.size(), c.digest());
+          if (found.isEmpty()) {
+            Optional<ChunkPlaces.Shown> shown = places.shownAt(path);
+            long end = shown.isEmpty() ? a : Math.min(b, shown.get().file().size());
+            if (end > a) {
+              add(files, runs, shown.get().layer(), shown.get().file(), a, end, r);
+              changed += end - a;
             }
-            t = byDigest.get(c.digest());
-            if (t == null || t.chunk().size() != c.size()) {
-              continue;
-            }
+            continue;
           }
+          ChunkPlaces.Place t = found.get();
           long delta = t.chunk().fileOffset() - c.fileOffset();
-          Map<String, Integer> named = files.get(t.layer());
-          int file = named.computeIfAbsent("/" + t.file().name(), n -> named.size());
-          long firstPage = (a + delta) / LayerTrace.PAGE_SIZE;
-          long endPage = (b + delta + LayerTrace.PAGE_SIZE - 1) / LayerTrace.PAGE_SIZE;
-          runs.get(t.layer()).add(new PageRun(file, firstPage, (int) (endPage - firstPage), r.firstAccessMicros(),
-              r.frequency()));
-          if (samePath) {
+          add(files, runs, t.layer(), t.file(), a + delta, b + delta, r);
+          if (t.samePath()) {
             same += b - a;
           } else {
             moved += b - a;
@@ -170,58 +164,20 @@ public final class TraceRebase {
       }
       List<PageRun> ordered = new ArrayList<>(runs.get(i));
       ordered.sort(Comparator.comparingLong(PageRun::firstAccessMicros));
-      layers.add(new LayerTrace(newLayers.get(i).index().blob().toString(), List.copyOf(files.get(i).keySet()),
-          ordered));
+      layers.add(new LayerTrace(newLayers.get(i).blob().toString(), List.copyOf(files.get(i).keySet()), ordered));
     }
     return new Rebased(new Trace(service, old.flatpullVersion(), old.recordedAt(), old.readyMillis(), layers),
-        traced, same, moved);
+        traced, same, moved, changed);
   }
 
-  /** The chunk of the file the new image shows at {@code path} that has {@code c}'s place and digest, if any. */
-  private static Target atSamePath(MergedLayers merged, List<LazyLayer> layers, String path, LayerChunk c)
-      throws IOException {
-    MergedLayers.Found found;
-    try {
-      found = merged.resolve(path);
-    } catch (FileNotFoundException e) {
-      return null;
-    }
-    LayerEntry file = found.layer().index().contentOf(found.entry());
-    if (file.type() != EntryType.REG) {
-      return null;
-    }
-    for (LayerChunk n : LazyLayer.covering(file, c.fileOffset(), 1)) {
-      if (n.fileOffset() == c.fileOffset() && n.size() == c.size() && c.digest().equals(n.digest())) {
-        return new Target(layers.indexOf(found.layer()), file, n);
-      }
-    }
-    return null;
-  }
-
-  /**
-   * Every chunk of a regular file the new image shows, by digest; the topmost place of a digest wins. Built only when
-   * a chunk is not at its old place: a file shadowed by an upper layer or whited out is not shown, and nothing of it
-   * is taken.
-   */
-  private static Map<Digest, Target> visibleChunks(MergedLayers merged, List<LazyLayer> layers) throws IOException {
-    Map<Digest, Target> out = new HashMap<>();
-    for (int i = layers.size() - 1; i >= 0; i--) {
-      LazyLayer layer = layers.get(i);
-      for (LayerEntry e : layer.index().entries()) {
-        if (e.type() != EntryType.REG || e.chunks().isEmpty()) {
-          continue;
-        }
-        Optional<MergedLayers.Found> shown = merged.lookup(e.name());
-        if (shown.isEmpty() || shown.get().layer() != layer) {
-          continue;
-        }
-        for (LayerChunk c : e.chunks()) {
-          if (c.digest() != null) {
-            out.putIfAbsent(c.digest(), new Target(i, e, c));
-          }
-        }
-      }
-    }
-    return out;
+  /** Adds the pages covering bytes {@code [from, to)} of {@code file} in new layer {@code layer}, read as {@code r}. */
+  private static void add(List<Map<String, Integer>> files, List<List<PageRun>> runs, int layer, LayerEntry file,
+      long from, long to, PageRun r) {
+    Map<String, Integer> named = files.get(layer);
+    int index = named.computeIfAbsent("/" + file.name(), n -> named.size());
+    long firstPage = from / LayerTrace.PAGE_SIZE;
+    long endPage = (to + LayerTrace.PAGE_SIZE - 1) / LayerTrace.PAGE_SIZE;
+    runs.get(layer).add(new PageRun(index, firstPage, (int) (endPage - firstPage), r.firstAccessMicros(),
+        r.frequency()));
   }
 }

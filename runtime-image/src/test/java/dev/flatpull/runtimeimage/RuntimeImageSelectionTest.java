@@ -53,11 +53,9 @@ class RuntimeImageSelectionTest {
 
   @Test
   void configuredService_winsOverNewer_andAbsentOneIsSaid() {
-    RuntimeImageSettings a = new RuntimeImageSettings(Verification.IMAGE, 256 << 10, 9, true, Optional.of("a"),
-        java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30), RuntimeImageSettings.Limits.DEFAULTS);
+    RuntimeImageSettings a = RuntimeImageSettings.DEFAULTS.withService(Optional.of("a"));
     assertEquals(OLD, RuntimeImageSelection.of(List.of(NEW, OLD), a).chosen().orElseThrow());
-    RuntimeImageSettings z = new RuntimeImageSettings(Verification.IMAGE, 256 << 10, 9, true, Optional.of("z"),
-        java.time.Duration.ofMillis(500), java.time.Duration.ofSeconds(30), RuntimeImageSettings.Limits.DEFAULTS);
+    RuntimeImageSettings z = RuntimeImageSettings.DEFAULTS.withService(Optional.of("z"));
     assertEquals(Optional.of("no_such_service"), RuntimeImageSelection.of(List.of(NEW, OLD), z).reason());
   }
 

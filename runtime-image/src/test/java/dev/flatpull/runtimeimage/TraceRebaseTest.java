@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.fetcher.layer.LayerFormat;
-import dev.flatpull.fetcher.layer.LazyLayer;
+import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
 import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
 import dev.flatpull.trace.ServiceVersion;
@@ -32,7 +32,7 @@ class TraceRebaseTest {
   static final byte[] MOVED = TestImage.random(5, 50_000);
 
   /** The old version: a base layer and an application layer. */
-  TestImage oldImage() throws Exception {
+  static TestImage oldImage(Path dir) throws Exception {
     Map<String, byte[]> base = new LinkedHashMap<>();
     base.put("usr/bin/app", APP);
     base.put("usr/lib/libshared.so", SHARED);
@@ -48,7 +48,7 @@ class TraceRebaseTest {
    * The new version: the base with its configuration changed, the application's data changed and a library renamed,
    * and one layer more that replaces the shared library (the old one stays in the base, hidden).
    */
-  TestImage newImage() throws Exception {
+  static TestImage newImage(Path dir) throws Exception {
     Map<String, byte[]> base = new LinkedHashMap<>();
     base.put("usr/bin/app", APP);
     base.put("usr/lib/libshared.so", SHARED);
@@ -69,10 +69,10 @@ class TraceRebaseTest {
         List.<Object[]>of(new Object[] {"/srv/data", 2, 4}, new Object[] {"/srv/old-name.so", 0, 4})));
   }
 
-  static List<LazyLayer> layers(TestImage img) throws Exception {
-    List<LazyLayer> out = new ArrayList<>();
+  static List<LayerIndex> layers(TestImage img) throws Exception {
+    List<LayerIndex> out = new ArrayList<>();
     for (int i = 0; i < img.descriptors.size(); i++) {
-      out.add(new LazyLayer(img.index(i), img.reader(i), 64 * 1024));
+      out.add(img.index(i));
     }
     return out;
   }
@@ -84,24 +84,27 @@ class TraceRebaseTest {
   }
 
   @Test
-  void rebase_carriesWhatTheNewImageShowsByContent_dropsWhatChangedOrIsHidden_andCountsEachByte() throws Exception {
-    TestImage old = oldImage();
-    TestImage img = newImage();
+  void rebase_carriesWhatTheNewImageShowsByContent_takesChangedFilesAtTheirPath_andCountsEachByte() throws Exception {
+    TestImage old = oldImage(dir);
+    TestImage img = newImage(dir);
     Trace trace = trace(old);
 
     TraceRebase.Rebased r = TraceRebase.rebase(trace, old.indexes(), on(img, trace), layers(img));
 
-    // app: pages 0-2 and 40-44 at the same place; libshared: 40,000 bytes hidden by the new layer; config: 12
-    // bytes changed; data: four pages changed; the renamed library: four pages found by their chunk's digest.
+    // app: pages 0-2 and 40-44 at the same place; the renamed library: four pages found by their chunk's digest.
+    // Changed at their path, taken from the new files: libshared (40,000 bytes, now the added layer's), the
+    // configuration (12 bytes), data (four pages).
     assertEquals(12_288 + 20_480, r.samePathBytes());
     assertEquals(16_384, r.movedBytes());
+    assertEquals(40_000 + 12 + 16_384, r.changedBytes());
     assertEquals(12_288 + 20_480 + 40_000 + 12 + 16_384 + 16_384, r.tracedBytes());
-    assertEquals(40_000 + 12 + 16_384, r.droppedBytes());
+    assertEquals(0, r.droppedBytes());
     assertEquals((12_288 + 20_480 + 16_384) / (double) r.tracedBytes(), r.overlap(), 1e-9);
     assertEquals(img.manifest.digest().toString(), r.trace().service().manifestDigest());
     assertEquals(trace.service().command(), r.trace().service().command());
 
-    // Built as from any trace: every extent is the new image's bytes, none of a changed or hidden file.
+    // Built as from any trace: every extent is the bytes the new image shows, the replaced library's from the layer
+    // that replaces it.
     RuntimeImageBuilder.Built built = RuntimeImageBuilderTest.builder(Verification.IMAGE)
         .build(r.trace(), img.manifest, img.source());
     RuntimeImageFormat.Layout layout = RuntimeImageFormat.read(built.blob());
@@ -113,15 +116,19 @@ class TraceRebaseTest {
       String path = layer.files().get(x.file());
       byte[] truth = img.content(layer.digest(), path);
       assertArrayEquals(Arrays.copyOfRange(truth, (int) x.fileOffset(), (int) x.fileEnd()), c.bytes(), path);
-      served.add(path);
+      served.add(layer.digest().shortHex() + path);
     });
     assertTrue(decoded.rejected().isEmpty(), decoded.rejected().toString());
-    assertEquals(Set.of("/usr/bin/app", "/srv/new-name.so"), served);
+    String base = img.descriptors.get(0).digest().shortHex();
+    String top = img.descriptors.get(1).digest().shortHex();
+    String added = img.descriptors.get(2).digest().shortHex();
+    assertEquals(Set.of(base + "/usr/bin/app", base + "/etc/config", top + "/srv/new-name.so", top + "/srv/data",
+        added + "/usr/lib/libshared.so"), served);
   }
 
   @Test
   void rebase_ofARuntimeImagesOwnTrace_ontoItsOwnImage_keepsEveryExtent() throws Exception {
-    TestImage old = oldImage();
+    TestImage old = oldImage(dir);
     RuntimeImageBuilder.Built built = RuntimeImageBuilderTest.builder(Verification.IMAGE)
         .build(trace(old), old.manifest, old.source());
     Trace fromIndex = TraceRebase.traceOf(built.index());
@@ -138,8 +145,8 @@ class TraceRebaseTest {
   }
 
   @Test
-  void rebase_ontoAnUnrelatedImage_carriesNothing() throws Exception {
-    TestImage old = oldImage();
+  void rebase_ontoAnUnrelatedImage_carriesNothingByContent() throws Exception {
+    TestImage old = oldImage(dir);
     Map<String, byte[]> other = new LinkedHashMap<>();
     other.put("usr/bin/app", TestImage.random(11, 300_000));
     other.put("srv/data", TestImage.random(12, 100_000));
@@ -149,8 +156,9 @@ class TraceRebaseTest {
 
     TraceRebase.Rebased r = TraceRebase.rebase(trace, old.indexes(), on(unrelated, trace), layers(unrelated));
 
+    // Nothing of it by content; app and data are taken at their paths, the rest is gone.
     assertEquals(0.0, r.overlap());
-    assertEquals(r.tracedBytes(), r.droppedBytes());
-    assertTrue(r.trace().layers().isEmpty());
+    assertEquals(12_288 + 20_480 + 16_384, r.changedBytes());
+    assertEquals(40_000 + 12 + 16_384, r.droppedBytes());
   }
 }

@@ -55,9 +55,11 @@ import java.util.Optional;
  * names it), {@code stargz-opt} (the same on the image optimized for the workload by {@code ctr-remote image
  * optimize}), {@code runtime-image-derived} (the service's next version, never run, starting from the runtime image
  * {@code runtime-image build --from} derived from the recorded one's), {@code runtime-image-next} (the same next
- * version starting from a runtime image recorded on it) and {@code lazy-next} (the next version lazily); the next
- * version is the image with one layer more that changes a file the service reads at start and adds a package it does
- * not (see {@link #pushNextVersions}); flatpull's format only. {@code --formats}: the lazy modes run on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
+ * version starting from a runtime image recorded on it), {@code runtime-image-borrowed} (a copy of the next version
+ * with no runtime image: the node borrows the recorded version's) and {@code lazy-next} (the next version lazily);
+ * the next version is the image with one layer more that changes a file the service reads at start and adds a
+ * package it does not (see {@link #pushNextVersions}); flatpull's format only. {@code --formats}: the lazy modes run
+ * on eStargz made by {@code flatpull convert} (16 KiB chunks) and by
  * {@code ctr-remote image convert} (its own chunking), and on request ({@code flatpull-zstd}, {@code skopeo-zstd}) on
  * zstd:chunked made by {@code flatpull convert --format zstd-chunked} and by {@code skopeo copy
  * --dest-compress-format zstd:chunked} (containers/storage's compressor, as podman and buildah push it). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
@@ -84,10 +86,14 @@ public final class ColdStartBenchmark {
       "runtime-image", "runtime-image-libfuse", "lazy-libfuse", "runtime-image-nowarmup", "runtime-image-baseline", "stargz",
       "lazy-passthrough", "runtime-image-passthrough", "lazy-booted", "runtime-image-booted");
   /** Modes on the service's next version, which only flatpull's own format has. */
-  private static final List<String> NEXT_VERSION = List.of("runtime-image-derived", "runtime-image-next", "lazy-next");
-  /** The next version's tags: the one that gets a derived runtime image, and a copy that gets a recorded one. */
+  private static final List<String> NEXT_VERSION = List.of("runtime-image-derived", "runtime-image-next",
+      "runtime-image-borrowed", "lazy-next");
+  /**
+   * The next version's tags: the one that gets a derived runtime image, a copy that gets a recorded one, and a copy
+   * that gets none (a node borrows the previous version's).
+   */
   private static final Map<String, String> NEXT_TAGS = Map.of("runtime-image-derived", "esgz-next",
-      "runtime-image-next", "esgz-next-rec", "lazy-next", "esgz-next");
+      "runtime-image-next", "esgz-next-rec", "runtime-image-borrowed", "esgz-next-bare", "lazy-next", "esgz-next-bare");
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -322,19 +328,20 @@ public final class ColdStartBenchmark {
   }
 
   /**
-   * Pushes the service's next version, twice ({@link #NEXT_TAGS}: the same content under two manifests, so that one
-   * can carry a derived runtime image and the other a recorded one): the image and one layer more, which appends a
-   * comment to a file the service reads at start (python: {@code argparse.py}, whose compiled module is then stale;
+   * Pushes the service's next version, three times ({@link #NEXT_TAGS}: the same content under three manifests, so
+   * that one can carry a derived runtime image, one a recorded one and one none): the image and one layer more, which
+   * appends a comment to a file the service reads at start (python: {@code argparse.py}, whose compiled module is then stale;
    * nginx: its configuration) and adds a package it does not read (8 MiB of data under {@code opt/}).
    */
   private void pushNextVersions(String image, Path rootfs) throws Exception {
     String changed = image.equals("python") ? "usr/lib/python3.11/argparse.py" : "etc/nginx/nginx.conf";
     byte[] content = Files.readAllBytes(rootfs.resolve(changed));
-    byte[] appended = java.util.Arrays.copyOf(content, content.length + 21);
-    System.arraycopy("\n# the next version\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII), 0, appended,
-        content.length, 21);
+    byte[] comment = "\n# the next version\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    byte[] appended = java.util.Arrays.copyOf(content, content.length + comment.length);
+    System.arraycopy(comment, 0, appended, content.length, comment.length);
     java.util.Random random = new java.util.Random(42);
-    for (String tag : List.of(NEXT_TAGS.get("runtime-image-derived"), NEXT_TAGS.get("runtime-image-next"))) {
+    for (String tag : List.of(NEXT_TAGS.get("runtime-image-derived"), NEXT_TAGS.get("runtime-image-next"),
+        NEXT_TAGS.get("runtime-image-borrowed"))) {
       Map<String, byte[]> upper = new LinkedHashMap<>();
       upper.put(changed, appended);
       for (int i = 0; i < 64; i++) {
@@ -519,7 +526,7 @@ public final class ColdStartBenchmark {
       // Lazy loading alone: a runtime image the registry may list for the image is not looked for.
       case "lazy-nobg", "warm-flatpull" -> d = FlatpullDaemon.startIn(group, metrics + "background_fetch = false", true,
           "[runtime_image]\nload = false\n");
-      case "runtime-image", "runtime-image-derived", "runtime-image-next" ->
+      case "runtime-image", "runtime-image-derived", "runtime-image-next", "runtime-image-borrowed" ->
           d = FlatpullDaemon.startIn(group, metrics, true, "");
       case "lazy-next" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n");
       case "runtime-image-libfuse" -> d = FlatpullDaemon.startIn(group, metrics, true, LIBFUSE);

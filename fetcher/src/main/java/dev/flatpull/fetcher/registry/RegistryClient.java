@@ -343,6 +343,38 @@ public final class RegistryClient {
     }
   }
 
+  /** At most this many tags are asked for in one listing ({@link #listTags}). */
+  public static final int TAGS_PAGE = 1000;
+
+  /**
+   * The repository's tags, as its first listing page gives them ({@value #TAGS_PAGE} at most, in the registry's order:
+   * lexical for distribution), or empty when the registry does not list them (404).
+   */
+  public java.util.List<String> listTags() throws IOException {
+    RegistryHttp.Call call = call(RequestKind.TAGS, Capability.PULL, "GET", "/" + repository + "/tags/list?n="
+        + TAGS_PAGE, Map.of("Accept", "application/json"), null, false);
+    try {
+      return http.execute(registry, call, (response, body) -> {
+        byte[] raw = readAll(body, limits.maxManifestBytes(), "tags of " + repository);
+        com.fasterxml.jackson.databind.JsonNode tags;
+        try {
+          tags = new com.fasterxml.jackson.databind.ObjectMapper().readTree(raw).path("tags");
+        } catch (IOException e) {
+          throw new ManifestFormatException("the tag listing of " + repository + " is not JSON: " + e.getMessage());
+        }
+        java.util.List<String> out = new java.util.ArrayList<>();
+        tags.forEach(t -> {
+          if (t.isTextual()) {
+            out.add(t.asText());
+          }
+        });
+        return out;
+      });
+    } catch (RegistryNotFoundException e) {
+      return java.util.List.of();
+    }
+  }
+
   /**
    * Deletes a manifest by digest. Returns false when the registry does not allow deletion (405, its default) or
    * does not have it: deletion is housekeeping, never required for correctness.

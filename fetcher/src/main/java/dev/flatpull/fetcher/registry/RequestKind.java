@@ -8,5 +8,7 @@ public enum RequestKind {
   TOKEN,
   /** The referrers API ({@code /referrers/DIGEST}). */
   REFERRERS,
+  /** The repository's tag listing ({@code /tags/list}). */
+  TAGS,
   PUSH
 }

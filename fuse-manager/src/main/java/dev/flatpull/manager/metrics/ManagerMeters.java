@@ -12,6 +12,7 @@ import dev.flatpull.runtimeimage.RuntimeImageStream;
 import dev.flatpull.manager.LayerServer;
 import dev.flatpull.manager.RemoteLayerMetrics;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.DistributionSummary;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -29,7 +30,7 @@ import java.util.function.ToDoubleFunction;
  */
 public final class ManagerMeters implements RemoteLayerMetrics {
   /** Every result of a runtime-image lookup (bounded tag values). */
-  public static final List<String> LOOKUP_RESULTS = List.of("loaded", "none_found", "other_verification",
+  public static final List<String> LOOKUP_RESULTS = List.of("loaded", "borrowed", "none_found", "other_verification",
       "no_such_service", "lookup_failed", "malformed", "mismatch", "over_limit", "stream_failed", "disabled");
   /** Every limit a runtime image can hit (bounded tag values). */
   public static final List<String> LIMITS = java.util.stream.Stream.concat(RuntimeImageLimitException.LIMITS.stream(),
@@ -223,5 +224,15 @@ public final class ManagerMeters implements RemoteLayerMetrics {
       rejected("stream_failed").increment();
     }
     traceAge.ifPresent(a -> traceAgeSeconds.set(a.toSeconds()));
+  }
+
+  @Override
+  public void runtimeImageBorrowed(long bytes, double overlap) {
+    Counter.builder("flatpull.runtime.image.borrowed").baseUnit("bytes")
+        .description("Content of other versions' runtime images kept for images that have none of their own")
+        .register(registry).increment(bytes);
+    DistributionSummary.builder("flatpull.runtime.image.borrowed.overlap")
+        .description("Share of a borrowed runtime image's bytes the borrowing image has, 0 to 1")
+        .register(registry).record(overlap);
   }
 }

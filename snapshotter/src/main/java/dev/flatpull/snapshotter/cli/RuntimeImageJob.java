@@ -163,13 +163,15 @@ final class RuntimeImageJob implements AutoCloseable {
     ServiceVersion s = old.service();
     ServiceVersion target = new ServiceVersion(ref.toString(), manifest.digest().toString(), s.platform(), s.command(),
         s.environment(), s.workingDirectory(), s.probes());
-    TraceRebase.Rebased rebased = TraceRebase.rebase(old, oldIndexes, target, List.copyOf(newLayers.values()));
+    TraceRebase.Rebased rebased = TraceRebase.rebase(old, oldIndexes, target,
+        newLayers.values().stream().map(LazyLayer::index).toList());
     progress.printf(Locale.ROOT, "carried over %.1f of %.1f MiB traced (%.1f %%; bytes: %d at the same path, %d"
-            + " moved, %d changed or gone, left to the lazy loader) in %d ms%n",
+            + " moved; %d changed, taken from the new file at the same path; %d gone, left to the lazy loader) in"
+            + " %d ms%n",
         (rebased.samePathBytes() + rebased.movedBytes()) / 1048576.0, rebased.tracedBytes() / 1048576.0,
-        100 * rebased.overlap(), rebased.samePathBytes(), rebased.movedBytes(), rebased.droppedBytes(),
-        (System.nanoTime() - started) / 1_000_000);
-    if (rebased.overlap() < minOverlap || rebased.trace().layers().isEmpty()) {
+        100 * rebased.overlap(), rebased.samePathBytes(), rebased.movedBytes(), rebased.changedBytes(),
+        rebased.droppedBytes(), (System.nanoTime() - started) / 1_000_000);
+    if (rebased.overlap() < minOverlap || rebased.overlap() == 0) {
       throw new RuntimeImageOverlapException(String.format(Locale.ROOT, "%s has %.1f %% of the content traced on %s,"
           + " below the %.1f %% asked (--min-overlap): nothing derived; record this version instead", ref,
           100 * rebased.overlap(), oldRef, 100 * minOverlap));

@@ -1,0 +1,113 @@
+package dev.flatpull.runtimeimage;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.config.RuntimeImageSettings.Verification;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** A runtime image of one version re-pointed at the next ({@link TraceRebaseTest}'s two versions). */
+class BorrowedIndexTest {
+  @TempDir Path dir;
+
+  @Test
+  void rebind_keepsWhatTheNewImageShowsAtItsNewPlace_andEveryKeptExtentDecodesToTheNewImagesBytes() throws Exception {
+    TestImage old = TraceRebaseTest.oldImage(dir);
+    TestImage img = TraceRebaseTest.newImage(dir);
+    RuntimeImageBuilder.Built built = RuntimeImageBuilderTest.builder(Verification.IMAGE)
+        .build(TraceRebaseTest.trace(old), old.manifest, old.source());
+
+    BorrowedIndex.Rebound r = BorrowedIndex.rebind(built.index(), img.manifest, img.indexes());
+
+    // The old runtime image's whole chunks: app 0 and 10-11, libshared 0-2 (40,000 bytes), the configuration,
+    // data 0-1, the renamed library's first. The new image shows app's and the renamed library's (elsewhere).
+    assertEquals(3 * 16_384 + 40_000 + 12 + 2 * 16_384 + 16_384, r.extentBytes());
+    assertEquals(3 * 16_384 + 16_384, r.matchedBytes());
+    assertEquals(r.matchedBytes() / (double) r.extentBytes(), r.overlap(), 1e-12);
+    assertTrue(r.keptBytes() > 0 && r.keptBytes() <= r.matchedBytes(), r.toString());
+    assertEquals(img.manifest.digest(), r.index().manifestDigest());
+
+    // Bound to the new image like any runtime image, decoded from the old blob: the new image's bytes, every one.
+    RuntimeImageFormat.Layout layout = new RuntimeImageFormat.Layout(r.index(),
+        RuntimeImageFormat.read(built.blob()).indexLength());
+    ImageBinding binding = ImageBinding.bind(r.index(), img.manifest, img.indexes());
+    Set<String> served = new HashSet<>();
+    Map<Integer, Long> usePerFrame = new HashMap<>();
+    Set<List<Integer>> stored = new HashSet<>();
+    RuntimeImageDecoder.Result decoded = RuntimeImageDecoder.decode(layout, built.blob(), binding, (l, e, c) -> {
+      LayerExtents layer = layout.index().layers().get(l);
+      Extent x = layer.extents().get(e);
+      String path = layer.files().get(x.file());
+      byte[] truth = img.content(layer.digest(), path);
+      assertArrayEquals(Arrays.copyOfRange(truth, (int) x.fileOffset(), (int) x.fileEnd()), c.bytes(), path);
+      served.add(path);
+      if (stored.add(List.of(x.frame(), x.frameOffset()))) {
+        usePerFrame.merge(x.frame(), (long) x.length(), Long::sum);
+      }
+    });
+    assertTrue(decoded.rejected().isEmpty(), decoded.rejected().toString());
+    assertEquals(r.index().extentCount(), decoded.accepted());
+    assertTrue(Set.of("/usr/bin/app", "/srv/new-name.so").containsAll(served), served.toString());
+    // A frame is fetched only for at least half of what it holds.
+    usePerFrame.forEach((f, used) -> assertTrue(used >= BorrowedIndex.MIN_FRAME_USE
+        * built.index().frames().get(f).size(), "frame " + f + ": " + used + " of " + built.index().frames().get(f)));
+  }
+
+  @Test
+  void rebind_withFramesOfOneChunk_keepsEveryMatchedChunk() throws Exception {
+    TestImage old = TraceRebaseTest.oldImage(dir);
+    TestImage img = TraceRebaseTest.newImage(dir);
+    RuntimeImageBuilder.Built built = new RuntimeImageBuilder(dev.flatpull.config.RuntimeImageSettings.DEFAULTS
+        .withFrameSize(16 * 1024), java.time.InstantSource.system(), "test", line -> {})
+        .build(TraceRebaseTest.trace(old), old.manifest, old.source());
+
+    BorrowedIndex.Rebound r = BorrowedIndex.rebind(built.index(), img.manifest, img.indexes());
+
+    assertEquals(r.matchedBytes(), r.keptBytes());
+    assertEquals(4, r.keptFrames());
+  }
+
+  @Test
+  void rebind_ofAPageModeRuntimeImage_isRefused() throws Exception {
+    TestImage old = TraceRebaseTest.oldImage(dir);
+    RuntimeImageBuilder.Built built = RuntimeImageBuilderTest.builder(Verification.RUNTIME_IMAGE)
+        .build(TraceRebaseTest.trace(old), old.manifest, old.source());
+    TestImage img = TraceRebaseTest.newImage(dir);
+
+    RuntimeImageMismatchException e = assertThrows(RuntimeImageMismatchException.class,
+        () -> BorrowedIndex.rebind(built.index(), img.manifest, img.indexes()));
+    assertTrue(e.getMessage().contains("never borrowed"), e.getMessage());
+  }
+
+  @Test
+  void rebind_ontoAnUnrelatedImage_keepsNothing() throws Exception {
+    TestImage old = TraceRebaseTest.oldImage(dir);
+    RuntimeImageBuilder.Built built = RuntimeImageBuilderTest.builder(Verification.IMAGE)
+        .build(TraceRebaseTest.trace(old), old.manifest, old.source());
+    Map<String, byte[]> other = new LinkedHashMap<>();
+    other.put("usr/bin/app", TestImage.random(11, 300_000));
+    TestImage unrelated = new TestImage(LayerFormat.ESTARGZ, 16 * 1024, Files.createDirectories(dir.resolve("u")),
+        List.of(other));
+
+    BorrowedIndex.Rebound r = BorrowedIndex.rebind(built.index(), unrelated.manifest, unrelated.indexes());
+
+    assertEquals(0.0, r.overlap());
+    assertEquals(0, r.keptBytes());
+    assertTrue(r.index().layers().isEmpty());
+  }
+}
