@@ -218,6 +218,84 @@ class RuntimeImageStreamTest {
     }
   }
 
+  /** The image's next version: its data file changed; another manifest, whose runtime image is the one above. */
+  TestImage nextVersion() throws Exception {
+    Map<String, byte[]> top = new java.util.LinkedHashMap<>(image.layerFiles.get(1));
+    top.put("srv/data", TestImage.random(99, 100_000));
+    return new TestImage(LayerFormat.ESTARGZ, 16 * 1024, java.nio.file.Files.createDirectories(dir.resolve("next")),
+        List.of(image.layerFiles.get(0), top));
+  }
+
+  RuntimeImageStream streamInto(PageCache cache, List<Digest> delivered) {
+    return new RuntimeImageStream(client, cache, new ProducerProgress(Duration.ofMillis(200)),
+        (layer, path, offset, length, content) -> delivered.add(content), Verification.IMAGE, Limits.DEFAULTS);
+  }
+
+  @Test
+  void borrowedByTheNextVersion_onlyFramesItUsesAreFetched_andWhatArrivesIsTheNextVersionsBytes() throws Exception {
+    TestImage next = nextVersion();
+    Map<Digest, LayerIndex> nextTocs = next.indexes();
+    PageCache cache = cache("borrowed");
+    List<Digest> delivered = new ArrayList<>();
+    RuntimeImageStream stream = streamInto(cache, delivered);
+
+    RuntimeImageStream.Borrowable b = stream.readForBorrowing(artifact, image.manifest.digest(), next.manifest,
+        nextTocs::get);
+    RuntimeImageStream.Outcome o = stream.borrow(b, next.manifest, nextTocs::get);
+
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertTrue(b.rebound().overlap() > 0.5 && b.rebound().overlap() < 1, b.rebound().toString());
+    assertEquals(distinct(b.layout().index().layers().stream().flatMap(l -> l.extents().stream()).toList()),
+        o.delivered());
+    // Its index once, then the frames that carry what the next version has: data's frames are left alone.
+    long framesKept = b.layout().index().frames().size() - RuntimeImageDecoder.extentsByFrame(b.layout().index())
+        .stream().filter(List::isEmpty).count();
+    assertTrue(framesKept < built.index().frames().size(), b.rebound().toString());
+    long fetched = registry.blobBytesSent.get();
+    assertTrue(fetched < built.blob().length, fetched + " of " + built.blob().length + " bytes fetched");
+    for (LayerExtents l : b.layout().index().layers()) {
+      for (Extent e : l.extents()) {
+        byte[] truth = next.content(l.digest(), l.files().get(e.file()));
+        assertArrayEquals(java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(), (int) e.fileEnd()),
+            cache.get(e.digest()).orElseThrow(), l.files().get(e.file()) + " at " + e.fileOffset());
+        assertFalse(l.files().get(e.file()).equals("/srv/data"), "data changed: nothing of it is borrowed");
+      }
+    }
+  }
+
+  @Test
+  void borrowedAndTampered_theTamperedFramesExtentsAreRejected_nothingWrongCached() throws Exception {
+    TestImage next = nextVersion();
+    Map<Digest, LayerIndex> nextTocs = next.indexes();
+    PageCache cache = cache("borrowed-tampered");
+    RuntimeImageStream stream = streamInto(cache, new ArrayList<>());
+    RuntimeImageStream.Borrowable b = stream.readForBorrowing(artifact, image.manifest.digest(), next.manifest,
+        nextTocs::get);
+    Layout layout = b.layout();
+    int frame = RuntimeImageDecoder.extentsByFrame(layout.index()).get(0).isEmpty() ? 1 : 0;
+    long at = layout.frameStart(frame) + layout.index().frames().get(frame).length() / 2;
+    registry.blobFault = bytes -> {
+      byte[] c = bytes.clone();
+      c[(int) at] ^= 0x5a;
+      return c;
+    };
+
+    RuntimeImageStream.Outcome o = stream.borrow(b, next.manifest, nextTocs::get);
+
+    assertTrue(o.failure().isPresent(), o.toString());
+    assertTrue(o.rejected().getOrDefault(RejectionKind.BAD_FRAME, 0L)
+        + o.rejected().getOrDefault(RejectionKind.BAD_EXTENT, 0L) >= 1, o.toString());
+    for (LayerExtents l : layout.index().layers()) {
+      for (Extent e : l.extents()) {
+        Optional<byte[]> got = cache.get(e.digest());
+        if (got.isPresent()) {
+          byte[] truth = next.content(l.digest(), l.files().get(e.file()));
+          assertArrayEquals(java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(), (int) e.fileEnd()), got.get());
+        }
+      }
+    }
+  }
+
   @Test
   void truncatedBlob_framesThatDidNotArriveAreGivenUp_andSaySo() throws Exception {
     Layout layout = RuntimeImageFormat.read(built.blob());
