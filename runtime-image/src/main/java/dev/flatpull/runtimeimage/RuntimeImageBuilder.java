@@ -4,6 +4,7 @@ import com.github.luben.zstd.Zstd;
 import dev.flatpull.config.RuntimeImageSettings;
 import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.core.Digest;
+import dev.flatpull.core.Progress;
 import dev.flatpull.core.VerifiedContent;
 import dev.flatpull.fetcher.layer.EntryType;
 import dev.flatpull.fetcher.layer.LayerChunk;
@@ -31,7 +32,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.function.Consumer;
 
 /**
  * Builds a runtime image from a trace and the image it was recorded on: the traced pages are mapped to what can be
@@ -74,10 +74,10 @@ public final class RuntimeImageBuilder {
   private final RuntimeImageSettings settings;
   private final InstantSource clock;
   private final String flatpullVersion;
-  private final Consumer<String> progress;
+  private final Progress progress;
 
   public RuntimeImageBuilder(RuntimeImageSettings settings, InstantSource clock, String flatpullVersion,
-      Consumer<String> progress) {
+      Progress progress) {
     this.settings = settings;
     this.clock = clock;
     this.flatpullVersion = flatpullVersion;
@@ -115,7 +115,7 @@ public final class RuntimeImageBuilder {
         continue;
       }
       if (LayerFormat.of(d) == LayerFormat.PLAIN) {
-        progress.accept("layer " + d.digest().shortHex() + " is a plain layer (not eStargz or zstd:chunked), which"
+        progress.step("layer " + d.digest().shortHex() + " is a plain layer (not eStargz or zstd:chunked), which"
             + " flatpull does not serve lazily: left out");
         skipped.add(d.digest());
         continue;
@@ -124,7 +124,7 @@ public final class RuntimeImageBuilder {
       sources.add(new Source(t.get(), d, lazy, files(t.get(), lazy)));
     }
     List<Piece> pieces = pieces(sources);
-    progress.accept("trace: " + pieces.size() + " " + (settings.verify() == Verification.IMAGE ? "chunks" : "pages")
+    progress.step("trace: " + pieces.size() + " " + (settings.verify() == Verification.IMAGE ? "chunks" : "pages")
         + " to store over " + sources.size() + " layer" + (sources.size() == 1 ? "" : "s"));
     return pack(trace, sources, pieces, skipped);
   }
@@ -213,6 +213,16 @@ public final class RuntimeImageBuilder {
     Map<Digest, Placement> stored = new HashMap<>();
     List<Pending> pending = new ArrayList<>(pieces.size());
     long fetched = 0;
+    long total = 0;
+    Set<List<Object>> counted = new java.util.HashSet<>();
+    for (Piece p : pieces) {
+      for (LayerChunk c : p.chunks()) {
+        if (counted.add(List.of(p.layer(), c))) {
+          total += c.size();
+        }
+      }
+    }
+    progress.bytes("fetching and verifying the traced chunks", 0, total);
     int i = 0;
     while (i < pieces.size()) {
       int j = i;
@@ -263,7 +273,8 @@ public final class RuntimeImageBuilder {
         }
         pending.add(new Pending(p.layer(), p.file(), p.fileOffset(), p.length(), at, digest));
       }
-      progress.accept(String.format("read %d of %d extents (%.1f MiB of verified chunks)", j, pieces.size(),
+      progress.bytes("fetching and verifying the traced chunks", Math.min(fetched, total), total);
+      progress.step(String.format("read %d of %d extents (%.1f MiB of verified chunks)", j, pieces.size(),
           fetched / 1048576.0));
       i = j;
     }

@@ -143,4 +143,36 @@ class RuntimeImageBuilderTest {
       }
     }
   }
+
+  @org.junit.jupiter.api.Test
+  void build_reportsTheChunksBytesFetched_fromNoneToAll_neverBackwards() throws Exception {
+    TestImage img = image(LayerFormat.ESTARGZ);
+    List<long[]> reported = new ArrayList<>();
+    List<String> steps = new ArrayList<>();
+    dev.flatpull.core.Progress progress = new dev.flatpull.core.Progress() {
+      @Override
+      public void step(String line) {
+        steps.add(line);
+      }
+
+      @Override
+      public void bytes(String what, long done, long total) {
+        reported.add(new long[] {done, total});
+      }
+    };
+    RuntimeImageBuilder.Built built = new RuntimeImageBuilder(RuntimeImageSettings.DEFAULTS.withFrameSize(64 * 1024),
+        InstantSource.fixed(Instant.parse("2026-12-01T00:00:00Z")), "test", progress).build(trace(img), img.manifest,
+        img.source());
+
+    assertTrue(reported.size() >= 2, "a start and an end");
+    long total = reported.get(0)[1];
+    assertEquals(0, reported.get(0)[0]);
+    assertEquals(total, reported.get(reported.size() - 1)[0]);
+    for (int i = 1; i < reported.size(); i++) {
+      assertTrue(reported.get(i)[0] >= reported.get(i - 1)[0] && reported.get(i)[1] == total);
+    }
+    // Whole chunks in the default mode: what was fetched is at least the unique content stored.
+    assertTrue(total >= built.statistics().contentBytes(), total + " < " + built.statistics().contentBytes());
+    assertTrue(steps.stream().anyMatch(l -> l.startsWith("read ")), steps.toString());
+  }
 }

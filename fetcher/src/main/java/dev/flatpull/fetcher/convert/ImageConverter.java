@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
+import dev.flatpull.core.Progress;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.PlainLayerIndexer;
 import dev.flatpull.fetcher.oci.Descriptor;
@@ -52,13 +53,13 @@ public final class ImageConverter {
 
   private final FetchLimits limits;
   private final Path workDir;
-  private final ConvertProgress progress;
+  private final Progress progress;
 
   /**
    * @param workDir where layers are staged while converting; files are removed as each layer is pushed
    * @param progress is told each step, and the bytes done of each layer's download, decompression and conversion
    */
-  public ImageConverter(FetchLimits limits, Path workDir, ConvertProgress progress) {
+  public ImageConverter(FetchLimits limits, Path workDir, Progress progress) {
     this.limits = limits;
     this.workDir = workDir;
     this.progress = progress;

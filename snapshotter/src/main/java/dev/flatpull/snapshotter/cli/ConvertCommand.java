@@ -1,7 +1,7 @@
 package dev.flatpull.snapshotter.cli;
 
 import dev.flatpull.config.FlatpullConfig;
-import dev.flatpull.fetcher.convert.ConvertProgress;
+import dev.flatpull.core.Progress;
 import dev.flatpull.fetcher.convert.ImageConverter;
 import dev.flatpull.fetcher.convert.LazyLayerWriter;
 import dev.flatpull.fetcher.layer.LayerFormat;
@@ -73,7 +73,7 @@ final class ConvertCommand implements Callable<Integer> {
     ProgressDisplay display = ProgressDisplay.onStandardError();
     Path work = Files.createTempDirectory("flatpull-convert");
     try (RegistryClients clients = global.clients(config, FetchListener.NONE)) {
-      ImageConverter converter = new ImageConverter(config.limits(), work, quiet ? ConvertProgress.NONE : display);
+      ImageConverter converter = new ImageConverter(config.limits(), work, quiet ? Progress.NONE : display);
       ImageConverter.Result result = converter.convert(
           clients.client(src), src, clients.client(dst), dst,
           new ImageConverter.Options(format, chunkSize, prioritized, lvl, global.platform()));

@@ -1,6 +1,6 @@
 package dev.flatpull.snapshotter.cli;
 
-import dev.flatpull.fetcher.convert.ConvertProgress;
+import dev.flatpull.core.Progress;
 import java.io.PrintStream;
 import java.util.Locale;
 import java.util.function.LongSupplier;
@@ -11,7 +11,7 @@ import java.util.function.LongSupplier;
  * ten times a second); piped, output stays line-oriented: a line every {@link #PIPED_EVERY_NANOS} while a step runs
  * that long, so that a log shows the command moving without a line per read.
  */
-final class ProgressDisplay implements ConvertProgress {
+final class ProgressDisplay implements Progress {
   static final long TERMINAL_EVERY_NANOS = 100_000_000L;
   static final long PIPED_EVERY_NANOS = 5_000_000_000L;
   // Back to the line's start and erase it (ANSI), to rewrite the status line.

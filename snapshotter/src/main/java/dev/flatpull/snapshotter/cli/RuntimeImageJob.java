@@ -49,13 +49,15 @@ import java.util.concurrent.Future;
 final class RuntimeImageJob implements AutoCloseable {
   private final FlatpullConfig config;
   private final RegistryClients clients;
-  private final PrintStream progress;
+  // Steps as lines; the chunks' fetch as bytes, rate and time left, rewritten in place on a terminal.
+  private final ProgressDisplay progress;
   private final ExecutorService pool = Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors());
 
   RuntimeImageJob(FlatpullConfig config, RegistryClients clients, PrintStream progress) {
     this.config = config;
     this.clients = clients;
-    this.progress = progress;
+    this.progress = new ProgressDisplay(progress, progress == System.err && System.console() != null,
+        System::nanoTime);
   }
 
   RegistryClient client(ImageReference ref) {
@@ -84,7 +86,11 @@ final class RuntimeImageJob implements AutoCloseable {
     }
     Map<Digest, LazyLayer> out = new LinkedHashMap<>();
     for (int i = 0; i < lazy.size(); i++) {
-      out.put(lazy.get(i).digest(), join(futures.get(i)));
+      LazyLayer layer = join(futures.get(i));
+      out.put(lazy.get(i).digest(), layer);
+      progress.step(String.format(Locale.ROOT, "layer %d/%d %s of %s: TOC read and verified, %d entries, %d chunks",
+          i + 1, lazy.size(), lazy.get(i).digest().shortHex(), client.repository(), layer.index().entries().size(),
+          layer.index().chunkCount()));
     }
     return out;
   }
@@ -143,14 +149,14 @@ final class RuntimeImageJob implements AutoCloseable {
         throw new RuntimeImageMismatchException("trace.service.manifestDigest: the trace was recorded on manifest "
             + old.service().manifestDigest() + ", but " + oldRef + " is " + oldManifest.digest());
       }
-      progress.println("from the trace recorded on " + oldRef + " (" + old.pages() + " pages)");
+      progress.step("from the trace recorded on " + oldRef + " (" + old.pages() + " pages)");
     } else {
       RuntimeImagePublisher publisher = publisher(oldRef);
       RuntimeImageArtifact chosen = RuntimeImageCommand.select(publisher.list(oldManifest.digest()), service,
           oldRef.toString());
       byte[] blob = publisher.fetch(chosen, oldManifest.digest(), config.root().resolve("tmp"));
       old = TraceRebase.traceOf(RuntimeImageFormat.read(blob).index());
-      progress.println("from the runtime image " + chosen.digest() + " of " + oldRef + " (" + old.pages()
+      progress.step("from the runtime image " + chosen.digest() + " of " + oldRef + " (" + old.pages()
           + " pages, trace recorded " + old.recordedAt() + ")");
     }
     java.util.Set<Digest> oldTraced = old.layers().stream().map(l -> Digest.parse(l.layerDigest()))
@@ -165,12 +171,13 @@ final class RuntimeImageJob implements AutoCloseable {
         s.environment(), s.workingDirectory(), s.probes());
     TraceRebase.Rebased rebased = TraceRebase.rebase(old, oldIndexes, target,
         newLayers.values().stream().map(LazyLayer::index).toList());
-    progress.printf(Locale.ROOT, "carried over %.1f of %.1f MiB traced (%.1f %%; bytes: %d at the same path, %d"
+    progress.step(String.format(Locale.ROOT,
+        "carried over %.1f of %.1f MiB traced (%.1f %%; bytes: %d at the same path, %d"
             + " moved; %d changed, taken from the new file at the same path; %d gone, left to the lazy loader) in"
-            + " %d ms%n",
+            + " %d ms",
         (rebased.samePathBytes() + rebased.movedBytes()) / 1048576.0, rebased.tracedBytes() / 1048576.0,
         100 * rebased.overlap(), rebased.samePathBytes(), rebased.movedBytes(), rebased.changedBytes(),
-        rebased.droppedBytes(), (System.nanoTime() - started) / 1_000_000);
+        rebased.droppedBytes(), (System.nanoTime() - started) / 1_000_000));
     if (rebased.overlap() < minOverlap || rebased.overlap() == 0) {
       throw new RuntimeImageOverlapException(String.format(Locale.ROOT, "%s has %.1f %% of the content traced on %s,"
           + " below the %.1f %% asked (--min-overlap): nothing derived; record this version instead", ref,
@@ -201,22 +208,24 @@ final class RuntimeImageJob implements AutoCloseable {
         .filter(d -> traced.contains(d.toString())).collect(java.util.stream.Collectors.toSet()));
     RuntimeImageBuilder.LayerSource sourceOf = d -> layers.get(d.digest());
     RuntimeImageBuilder.Built built = new RuntimeImageBuilder(settings, InstantSource.system(),
-        FlatpullCommand.VERSION, progress::println).build(trace, manifest, sourceOf);
+        FlatpullCommand.VERSION, progress).build(trace, manifest, sourceOf);
     Baseline base = baseline(manifest, source);
     RuntimeImageBuilder.Statistics s = built.statistics();
-    progress.printf(Locale.ROOT, "runtime image (%s mode): %d traced pages (%.1f MiB) -> %d extents, %d unique,"
-            + " %.1f MiB of content in %d frames; %.2f MiB compressed, %.2f %% of the %.1f MiB compressed image (%s)%n",
+    progress.step(String.format(Locale.ROOT,
+        "runtime image (%s mode): %d traced pages (%.1f MiB) -> %d extents, %d unique,"
+            + " %.1f MiB of content in %d frames; %.2f MiB compressed, %.2f %% of the %.1f MiB compressed image (%s)",
         settings.verify().key(), s.tracedPages(), s.tracedPages() * 4096 / 1048576.0, s.extents(), s.uniqueExtents(),
         s.contentBytes() / 1048576.0, built.index().frames().size(), s.blobBytes() / 1048576.0,
-        100.0 * s.blobBytes() / base.compressedBytes(), base.compressedBytes() / 1048576.0, base.what());
+        100.0 * s.blobBytes() / base.compressedBytes(), base.compressedBytes() / 1048576.0, base.what()));
     if (compare) {
       RuntimeImageSettings.Verification other = settings.verify() == RuntimeImageSettings.Verification.IMAGE
           ? RuntimeImageSettings.Verification.RUNTIME_IMAGE : RuntimeImageSettings.Verification.IMAGE;
       RuntimeImageBuilder.Built alt = new RuntimeImageBuilder(settings.withVerify(other), InstantSource.system(),
           FlatpullCommand.VERSION, line -> {}).build(trace, manifest, sourceOf);
-      progress.printf(Locale.ROOT, "the %s mode would be: %.1f MiB of content, %.2f MiB compressed, %.2f %% of the"
-              + " compressed image%n", other.key(), alt.statistics().contentBytes() / 1048576.0,
-          alt.statistics().blobBytes() / 1048576.0, 100.0 * alt.statistics().blobBytes() / base.compressedBytes());
+      progress.step(String.format(Locale.ROOT,
+          "the %s mode would be: %.1f MiB of content, %.2f MiB compressed, %.2f %% of the"
+              + " compressed image", other.key(), alt.statistics().contentBytes() / 1048576.0,
+          alt.statistics().blobBytes() / 1048576.0, 100.0 * alt.statistics().blobBytes() / base.compressedBytes()));
     }
     if (out.isPresent()) {
       Path file = out.get().toAbsolutePath();
@@ -228,12 +237,12 @@ final class RuntimeImageJob implements AutoCloseable {
       } finally {
         Files.deleteIfExists(tmp);
       }
-      progress.println("wrote " + out.get());
+      progress.step("wrote " + out.get());
     }
     if (push) {
       Descriptor subject = new Descriptor(manifest.mediaType(), manifest.digest(), manifest.raw().length, Map.of());
       RuntimeImagePublisher.Published p = publisher(ref).push(built.index(), built.blob(), subject, derived);
-      progress.println("pushed runtime image " + p.manifest().digest() + " as a referrer of " + manifest.digest()
+      progress.step("pushed runtime image " + p.manifest().digest() + " as a referrer of " + manifest.digest()
           + (p.source() == Referrers.Source.API ? " (referrers API)" : " (referrers tag schema, "
               + Referrers.tagOf(manifest.digest()) + ")")
           + (p.replaced().isEmpty() ? "" : "; replaced " + p.replaced().size() + " of the same service version"));
