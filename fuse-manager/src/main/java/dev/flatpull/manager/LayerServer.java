@@ -159,7 +159,7 @@ public final class LayerServer implements AutoCloseable {
     this.backingFiles = config.fuse().passthrough() ? new BackingFiles(cache, config.fuse().passthroughMinBytes(),
         this::whenQuiet, () -> !recorder.isRecording()) : BackingFiles.NONE;
     this.runtimeImageLoading = new RuntimeImageLoading(clients, cache, runtimeImages, metrics, nanoTime, clock,
-        threads, this::mountOf);
+        threads, this::mountOf, recorder::isRecording);
   }
 
   /** A server for {@code config} with its own registry clients, page cache and threads. */

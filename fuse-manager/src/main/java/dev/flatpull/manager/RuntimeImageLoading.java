@@ -51,12 +51,15 @@ final class RuntimeImageLoading {
   private final InstantSource clock;
   private final LayerServer.Threads threads;
   private final Mounts mounts;
+  // Whether reads are being recorded: then nothing is pushed into the kernel, whose page cache would answer reads that
+  // the recorder must see.
+  private final java.util.function.BooleanSupplier recording;
   // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
   private final Set<Digest> brought = ConcurrentHashMap.newKeySet();
 
   RuntimeImageLoading(RegistryClients clients, PageCache cache, RuntimeImageSettings settings,
       RemoteLayerMetrics metrics, LongSupplier nanoTime, InstantSource clock, LayerServer.Threads threads,
-      Mounts mounts) {
+      Mounts mounts, java.util.function.BooleanSupplier recording) {
     this.clients = clients;
     this.cache = cache;
     this.settings = settings;
@@ -65,6 +68,7 @@ final class RuntimeImageLoading {
     this.clock = clock;
     this.threads = threads;
     this.mounts = mounts;
+    this.recording = recording;
   }
 
   /** Starts loading the runtime image of a new session on the loaders' threads, or completes it at once when off. */
@@ -317,6 +321,11 @@ final class RuntimeImageLoading {
       return;
     }
     long pages = (length + 4095L) / 4096;
+    if (recording.getAsBoolean()) {
+      // A page in the kernel's cache is read without a FUSE read, which the recorder would not see: a recording of an
+      // image that has (or borrows) a runtime image would miss what the runtime image brought.
+      return;
+    }
     if (m.get().engine() != dev.flatpull.config.FuseSettings.Engine.KERNEL) {
       metrics.kernelPagesStored(0, pages);
       return;

@@ -58,7 +58,7 @@ class RuntimeImageLoadingTest {
     clients = RegistryClients.create(config, new FetchStatistics());
     cache = PageCache.open(dir.resolve("cache"), config.cache());
     return new RuntimeImageLoading(clients, cache, config.runtimeImage(), metrics, System::nanoTime,
-        InstantSource.system(), threads, (session, layer) -> Optional.empty());
+        InstantSource.system(), threads, (session, layer) -> Optional.empty(), () -> false);
   }
 
   /** A session of an image on a registry nothing listens at (its layers are never opened here). */

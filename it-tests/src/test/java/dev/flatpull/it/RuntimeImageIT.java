@@ -81,6 +81,10 @@ class RuntimeImageIT {
   }
 
   private static Cli.Run record(Path out, boolean push, String python) {
+    return record(image, out, push, python);
+  }
+
+  private static Cli.Run record(String image, Path out, boolean push, String python) {
     List<String> args = new ArrayList<>(List.of("record", "--config", flatpull.config().toString(), "--plain-http",
         "--containerd-address", containerd.socket().toString(), "--namespace", ContainerdServer.NAMESPACE,
         "--out", out.toString(), "--probe", "exit", "--probe-timeout", "60s"));
@@ -327,6 +331,8 @@ class RuntimeImageIT {
     Cli.Run verified = cli("runtime-image", "show", "--verify", next);
     assertEquals(0, verified.exitCode(), verified.stderr() + verified.out());
     assertTrue(verified.out().contains("; 0 rejected"), verified.out());
+    assertTrue(derived.stderr().contains("TOC read and verified") && derived.stderr().contains("read "),
+        "progress: each layer's TOC and the chunks' fetch: " + derived.stderr());
 
     // Asked for all of it, the pair is refused: nothing written, nothing pushed.
     Path out = dir.resolve("all-or-nothing.fpri");
@@ -347,6 +353,20 @@ class RuntimeImageIT {
     assertEquals(9, none.exitCode(), none.stderr());
     assertTrue(none.stderr().contains("(0.0 %"), none.stderr());
     assertTrue(Files.notExists(out));
+
+    // Recorded on the version itself later, the same service's runtime image replaces the derived one.
+    Cli.Run recorded = record(next, dir.resolve("next.fptrace"), true,
+        "import json, http.server, email.parser, urllib.request, decimal, logging");
+    assertEquals(0, recorded.exitCode(), recorded.stderr());
+    assertTrue(recorded.stderr().contains("replaced 1 of the same service version"), recorded.stderr());
+    JsonNode after = JSON.readTree(cli("runtime-image", "ls", "--json", next).stdout());
+    assertEquals(1, after.size(), after.toString());
+    assertEquals("recorded", after.get(0).get("origin").asText());
+    // The node that recorded it loaded the derived runtime image at the pull; the recording saw every page anyway
+    // (none was pushed into the kernel's cache while it recorded): as many as the same service's on the version before.
+    long before = TraceFile.read(traceA).pages();
+    long again = TraceFile.read(dir.resolve("next.fptrace")).pages();
+    assertTrue(again >= 0.9 * before && again <= 1.1 * before, again + " pages recorded, " + before + " before");
   }
 
   @Test

@@ -57,8 +57,11 @@ public final class ServiceRecorder {
       }
       pull.add(plan.image());
       run(pull);
-      dropCaches();
+      // Recording first, then the kernel's caches dropped: a runtime image the pull found (the image's own, or one it
+      // borrowed) pushes no page into the kernel while reads are recorded, and what it pushed before is gone, so that
+      // every page the service reads reaches the recorder.
       List<String> notes = manager.startRecording();
+      dropCaches();
       if (run == 1) {
         notes.forEach(n -> progress.println("note: " + n));
       }
