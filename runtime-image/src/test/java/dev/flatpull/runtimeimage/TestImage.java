@@ -1,5 +1,9 @@
 package dev.flatpull.runtimeimage;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import dev.flatpull.config.FetchLimits;
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.layer.BlobReader;
@@ -12,6 +16,8 @@ import dev.flatpull.fetcher.oci.ImageManifest;
 import dev.flatpull.fetcher.oci.MediaTypes;
 import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.tar.LayerTar;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.Extent;
+import dev.flatpull.runtimeimage.RuntimeImageIndex.LayerExtents;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.PageRun;
 import dev.flatpull.trace.ServiceVersion;
@@ -122,5 +128,28 @@ final class TestImage {
       }
     }
     return new Trace(service(), "test", Instant.parse("2026-11-30T00:00:00Z"), List.of(800L), layers);
+  }
+
+  /** An extent a runtime image served, in layer {@code layer}. */
+  record Served(Digest layer, String path, Extent extent) {}
+
+  /**
+   * Binds {@code layout} (whose blob is {@code blob}) to this image, decodes it and checks that every extent is this
+   * image's true bytes and that none is rejected; what was served, in the order decoded.
+   */
+  List<Served> decodeAndCheck(RuntimeImageFormat.Layout layout, byte[] blob) throws IOException {
+    ImageBinding binding = ImageBinding.bind(layout.index(), manifest, indexes());
+    List<Served> out = new ArrayList<>();
+    RuntimeImageDecoder.Result r = RuntimeImageDecoder.decode(layout, blob, binding, (l, e, c) -> {
+      LayerExtents layer = layout.index().layers().get(l);
+      Extent x = layer.extents().get(e);
+      String path = layer.files().get(x.file());
+      assertArrayEquals(Arrays.copyOfRange(content(layer.digest(), path), (int) x.fileOffset(), (int) x.fileEnd()),
+          c.bytes(), path + " at " + x.fileOffset());
+      out.add(new Served(layer.digest(), path, x));
+    });
+    assertTrue(r.rejected().isEmpty(), r.rejected().toString());
+    assertEquals(layout.index().extentCount(), r.accepted());
+    return out;
   }
 }
