@@ -89,11 +89,18 @@ public final class ColdStartBenchmark {
   private static final List<String> NEXT_VERSION = List.of("runtime-image-derived", "runtime-image-next",
       "runtime-image-borrowed", "lazy-next");
   /**
-   * The next version's tags: the one that gets a derived runtime image, a copy that gets a recorded one, and a copy
-   * that gets none (a node borrows the previous version's).
+   * The next version's tags: the one that gets a derived runtime image and a copy that gets a recorded one, in the
+   * image's repository; and a copy that gets none, in a repository of its own ({@link #nextRepository}) where the
+   * only runtime image is the previous version's, which a node borrows.
    */
   private static final Map<String, String> NEXT_TAGS = Map.of("runtime-image-derived", "esgz-next",
-      "runtime-image-next", "esgz-next-rec", "runtime-image-borrowed", "esgz-next-bare", "lazy-next", "esgz-next-bare");
+      "runtime-image-next", "esgz-next-rec", "runtime-image-borrowed", "esgz-next", "lazy-next", "esgz-next");
+
+  /** The repository of the next version a mode starts. */
+  private static String nextRepository(String image, String mode) {
+    return mode.equals("runtime-image-borrowed") || mode.equals("lazy-next") ? "bench/" + image + "-pair"
+        : "bench/" + image;
+  }
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
       "ctr-esgz", "ctr-remote-opt", "ctr-opt", "flatpull-zstd", "zstd", "skopeo-zstd", "skopeo-zstd");
 
@@ -323,15 +330,19 @@ public final class ColdStartBenchmark {
           + " end): %s", image, (System.nanoTime() - started) / 1e9, d.stderr().lines()
           .filter(l -> l.startsWith("carried over")).findFirst().orElse("?")));
       runtimeImages.put("flatpull-derived", runtimeImageBytes(base + NEXT_TAGS.get("runtime-image-derived")));
+      progress("recording " + image + " in the repository of the next version with no runtime image");
+      Workload.recordRuntimeImage(image, link.address() + "/" + nextRepository(image, "runtime-image-borrowed") + ":"
+          + TAGS.get("flatpull"));
     }
     return new ColdStartReport.ImageSizes(image, compressed, runtimeImages);
   }
 
   /**
    * Pushes the service's next version, three times ({@link #NEXT_TAGS}: the same content under three manifests, so
-   * that one can carry a derived runtime image, one a recorded one and one none): the image and one layer more, which
-   * appends a comment to a file the service reads at start (python: {@code argparse.py}, whose compiled module is then stale;
-   * nginx: its configuration) and adds a package it does not read (8 MiB of data under {@code opt/}).
+   * that one can carry a derived runtime image, one a recorded one and one none, the last beside the previous version
+   * in a repository of its own): the image and one layer more, which appends a comment to a file the service reads
+   * at start (python: {@code argparse.py}, whose compiled module is then stale; nginx: its configuration) and adds a
+   * package it does not read (8 MiB of data under {@code opt/}).
    */
   private void pushNextVersions(String image, Path rootfs) throws Exception {
     String changed = image.equals("python") ? "usr/lib/python3.11/argparse.py" : "etc/nginx/nginx.conf";
@@ -340,8 +351,17 @@ public final class ColdStartBenchmark {
     byte[] appended = java.util.Arrays.copyOf(content, content.length + comment.length);
     System.arraycopy(comment, 0, appended, content.length, comment.length);
     java.util.Random random = new java.util.Random(42);
-    for (String tag : List.of(NEXT_TAGS.get("runtime-image-derived"), NEXT_TAGS.get("runtime-image-next"),
-        NEXT_TAGS.get("runtime-image-borrowed"))) {
+    String pair = nextRepository(image, "runtime-image-borrowed");
+    progress("pushing " + image + " to " + pair + ", beside its next version");
+    ImageReference previous = DebianImage.pushRootfs(rootfs, registry.address(), pair, "plain");
+    Cli.Run converted = Cli.inProcess("convert", "--plain-http", "--quiet", previous.toString(),
+        registry.address() + "/" + pair + ":" + TAGS.get("flatpull"));
+    if (converted.exitCode() != 0) {
+      throw new IOException("convert failed: " + converted.stderr());
+    }
+    for (String mode : List.of("runtime-image-derived", "runtime-image-next", "runtime-image-borrowed")) {
+      String tag = NEXT_TAGS.get(mode);
+      String repository = nextRepository(image, mode);
       Map<String, byte[]> upper = new LinkedHashMap<>();
       upper.put(changed, appended);
       for (int i = 0; i < 64; i++) {
@@ -350,12 +370,13 @@ public final class ColdStartBenchmark {
         random.nextBytes(data);
         upper.put(String.format(Locale.ROOT, "opt/package/data-%02d.bin", i), data);
       }
-      upper.put("etc/flatpull-bench-copy", tag.getBytes(java.nio.charset.StandardCharsets.US_ASCII));
-      progress("pushing " + image + "'s next version as :" + tag);
-      ImageReference plain = DebianImage.pushRootfsWithUpper(rootfs, upper, registry.address(), "bench/" + image,
+      upper.put("etc/flatpull-bench-copy",
+          (repository + ":" + tag).getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+      progress("pushing " + image + "'s next version as " + repository + ":" + tag);
+      ImageReference plain = DebianImage.pushRootfsWithUpper(rootfs, upper, registry.address(), repository,
           "plain-" + tag);
       Cli.Run c = Cli.inProcess("convert", "--plain-http", "--quiet", plain.toString(),
-          registry.address() + "/bench/" + image + ":" + tag);
+          registry.address() + "/" + repository + ":" + tag);
       if (c.exitCode() != 0) {
         throw new IOException("convert failed: " + c.stderr());
       }
@@ -588,7 +609,9 @@ public final class ColdStartBenchmark {
   }
 
   private ColdStartResult measure(int run, String image, String linkName, Plan p) throws Exception {
-    String ref = link.address() + "/bench/" + image + ":" + NEXT_TAGS.getOrDefault(p.mode(), TAGS.get(p.format()));
+    String ref = NEXT_VERSION.contains(p.mode())
+        ? link.address() + "/" + nextRepository(image, p.mode()) + ":" + NEXT_TAGS.get(p.mode())
+        : link.address() + "/bench/" + image + ":" + TAGS.get(p.format());
     String id = "bench-" + run + "-" + p.mode();
     try (Node node = node(p.mode())) {
       boolean warm = p.mode().startsWith("warm-");
