@@ -226,11 +226,18 @@ final class RuntimeImageLoading {
     if (settings.verify() != dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE) {
       return false;
     }
-    List<RuntimeImagePublisher.Related> related = publisher.related(s.manifest.digest(),
-        loadedSubjects.getOrDefault(repository(s), Set.of()), BORROW_LISTINGS, threads.loaders()).stream()
-        .filter(r -> r.artifact().verify().equals(Optional.of(
-            dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)))
-        .limit(BORROW_INDEXES).toList();
+    List<RuntimeImagePublisher.Related> related;
+    try {
+      related = publisher.related(s.manifest.digest(), loadedSubjects.getOrDefault(repository(s), Set.of()),
+          BORROW_LISTINGS, threads.loaders()).stream()
+          .filter(r -> r.artifact().verify().equals(Optional.of(
+              dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)))
+          .limit(BORROW_INDEXES).toList();
+    } catch (IOException e) {
+      // A registry that will not list the repository's tags has nothing to lend: the image found none of its own.
+      LOG.info("no runtime image of another version looked for, for " + s.reference + ": " + e.getMessage());
+      return false;
+    }
     if (related.isEmpty()) {
       return false;
     }
