@@ -14,4 +14,7 @@ public interface Progress {
 
   /** {@code done} of {@code total} bytes of {@code what} (a layer's download or conversion, chunks fetched). */
   default void bytes(String what, long done, long total) {}
+
+  /** The state of a step without a known total (a wait), replacing the one before: one human-readable line. */
+  default void status(String line) {}
 }

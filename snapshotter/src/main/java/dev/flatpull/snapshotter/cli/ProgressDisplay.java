@@ -7,7 +7,7 @@ import java.util.function.LongSupplier;
 
 /**
  * Shows a long command's progress on standard error: each step as a line, and the step in progress as bytes done of
- * the total, the rate and the time left. On a terminal the step in progress is one line rewritten in place (at most
+ * the total, the rate and the time left, or a wait's state. On a terminal the step in progress is one line rewritten in place (at most
  * ten times a second); piped, output stays line-oriented: a line every {@link #PIPED_EVERY_NANOS} while a step runs
  * that long, so that a log shows the command moving without a line per read.
  */
@@ -24,6 +24,8 @@ final class ProgressDisplay implements Progress {
   private long phaseStart;
   private long lastShown;
   private boolean statusShown;
+  // Whether status() shows a wait (a step without a total), rather than bytes() a step's bytes.
+  private boolean waiting;
 
   /**
    * @param terminal whether {@code out} is a terminal (then the status line is rewritten in place)
@@ -42,6 +44,8 @@ final class ProgressDisplay implements Progress {
 
   @Override
   public synchronized void step(String line) {
+    // A wait ends with the step after it; the next wait is new.
+    waiting = false;
     clearStatus();
     out.println(line);
     out.flush();
@@ -51,21 +55,49 @@ final class ProgressDisplay implements Progress {
   public synchronized void bytes(String what, long done, long total) {
     long now = nanoTime.getAsLong();
     if (!what.equals(current)) {
+      waiting = false;
       current = what;
       phaseStart = now;
       lastShown = now;
       return;
     }
-    long every = terminal ? TERMINAL_EVERY_NANOS : PIPED_EVERY_NANOS;
-    if (now - lastShown < every && done < total) {
+    if (now - lastShown < every() && done < total) {
       return;
     }
     if (done >= total && !terminal) {
       // The step's next line says it is done; piped, a line at 100 % would only repeat it.
       return;
     }
+    show(status(what, done, total, now - phaseStart), now);
+  }
+
+  /**
+   * A wait's state: on a terminal shown at once and then at most ten times a second; piped, a line every
+   * {@link #PIPED_EVERY_NANOS} of the wait (none for a short one).
+   */
+  @Override
+  public synchronized void status(String line) {
+    long now = nanoTime.getAsLong();
+    if (!waiting) {
+      waiting = true;
+      current = null;
+      lastShown = now;
+      if (terminal) {
+        show(line, now);
+      }
+      return;
+    }
+    if (now - lastShown >= every()) {
+      show(line, now);
+    }
+  }
+
+  private long every() {
+    return terminal ? TERMINAL_EVERY_NANOS : PIPED_EVERY_NANOS;
+  }
+
+  private void show(String status, long now) {
     lastShown = now;
-    String status = status(what, done, total, now - phaseStart);
     if (terminal) {
       out.print(REWRITE + status);
       statusShown = true;

@@ -116,7 +116,8 @@ final class RecordCommand implements Callable<Integer> {
         config.root().resolve("fuse-manager.log"))) {
       // flatpull serve starts its manager as it begins to serve; this fails clearly when neither runs.
       manager.awaitServing(java.time.Duration.ofSeconds(30));
-      ServiceRecorder.Result r = new ServiceRecorder(manager, System.err).record(new ServiceRecorder.Plan(
+      ServiceRecorder.Result r = new ServiceRecorder(manager, ProgressDisplay.onStandardError()).record(
+          new ServiceRecorder.Plan(
           reference, layers, parsed, Durations.parse("--probe-interval", interval),
           Durations.parse("--probe-timeout", timeout), runs, containerd, namespace, snapshotter, config.registry().plainHttp(),
           !noHostNetwork, env, cwd, command));

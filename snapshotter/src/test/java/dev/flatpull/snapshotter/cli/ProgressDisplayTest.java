@@ -64,4 +64,27 @@ class ProgressDisplayTest {
         + "long 80.0/100.0 MiB (80 %), 8.0 MiB/s, 2 s left\n"
         + "done\n", shown().replace(System.lineSeparator(), "\n"));
   }
+
+  @Test
+  void aWait_onATerminal_isShownAtOnceAndRewritten_piped_aLineEveryFiveSeconds_andEndsWithTheNextStep() {
+    ProgressDisplay terminal = new ProgressDisplay(out, true, now::get);
+    terminal.status("waiting, 0.0 s");
+    now.set(SECOND / 20);
+    terminal.status("waiting, 0.1 s"); // 50 ms after the last one shown: not shown
+    now.set(SECOND / 5);
+    terminal.status("waiting, 0.2 s");
+    terminal.step("ready");
+    assertEquals("\r\033[Kwaiting, 0.0 s\r\033[Kwaiting, 0.2 s\r\033[Kready\n", shown());
+
+    bytes.reset();
+    now.set(0);
+    ProgressDisplay piped = new ProgressDisplay(out, false, now::get);
+    for (int s = 0; s <= 11; s++) {
+      now.set(s * SECOND);
+      piped.status("waiting, " + s + " s");
+    }
+    piped.step("ready");
+    piped.status("waiting again, 0 s"); // a new wait: nothing at once, piped
+    assertEquals("waiting, 5 s\nwaiting, 10 s\nready\n", shown().replace(System.lineSeparator(), "\n"));
+  }
 }
