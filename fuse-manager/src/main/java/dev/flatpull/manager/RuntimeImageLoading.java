@@ -226,19 +226,24 @@ final class RuntimeImageLoading {
     if (settings.verify() != dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE) {
       return false;
     }
-    List<RuntimeImagePublisher.Related> related;
+    List<RuntimeImagePublisher.Related> listed;
     try {
-      related = publisher.related(s.manifest.digest(), loadedSubjects.getOrDefault(repository(s), Set.of()),
-          BORROW_LISTINGS, threads.loaders()).stream()
-          .filter(r -> r.artifact().verify().equals(Optional.of(
-              dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)))
-          .limit(BORROW_INDEXES).toList();
+      listed = publisher.related(s.manifest.digest(), loadedSubjects.getOrDefault(repository(s), Set.of()),
+          BORROW_LISTINGS, threads.loaders());
     } catch (IOException e) {
       // A registry that will not list the repository's tags has nothing to lend: the image found none of its own.
       LOG.info("no runtime image of another version looked for, for " + s.reference + ": " + e.getMessage());
       return false;
     }
+    List<RuntimeImagePublisher.Related> related = listed.stream()
+        .filter(r -> r.artifact().verify().equals(Optional.of(
+            dev.flatpull.config.RuntimeImageSettings.Verification.IMAGE)))
+        .limit(BORROW_INDEXES).toList();
     if (related.isEmpty()) {
+      if (!listed.isEmpty()) {
+        LOG.info("no runtime image of another version borrowed for " + s.reference + ": the " + listed.size()
+            + " listed are page-mode runtime images, never borrowed");
+      }
       return false;
     }
     long[] firstLast = {0, 0};

@@ -315,6 +315,9 @@ class RemoteSnapshotIT {
           || fresh.stderr().contains("transport endpoint is not connected"))) {
         break;
       }
+      // What the failed attempt left (ctr's container and its snapshot) goes before the next one.
+      containerd.ctr("container", "rm", "after-manager-exit");
+      containerd.ctr("snapshots", "--snapshotter", "flatpull", "rm", "after-manager-exit");
       Thread.sleep(500);
     }
     assertEquals(0, fresh.exitCode(), fresh.stderr() + flatpull.log());

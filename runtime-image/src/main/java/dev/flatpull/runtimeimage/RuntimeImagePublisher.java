@@ -26,6 +26,8 @@ import java.util.function.Predicate;
  * its {@link Referrers} is.
  */
 public final class RuntimeImagePublisher {
+  private static final java.util.logging.Logger LOG =
+      java.util.logging.Logger.getLogger(RuntimeImagePublisher.class.getName());
   private final RegistryClient client;
   private final Referrers referrers;
 
@@ -166,7 +168,8 @@ public final class RuntimeImagePublisher {
       asked.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
         try {
           return list(subject).stream().map(a -> new Related(a, subject)).toList();
-        } catch (IOException e) {
+        } catch (IOException | RuntimeException e) {
+          LOG.info("the runtime images of " + subject + " in " + client.repository() + " could not be listed: " + e);
           return List.<Related>of();
         }
       }, executor));
