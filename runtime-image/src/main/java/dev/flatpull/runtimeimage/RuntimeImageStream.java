@@ -166,16 +166,9 @@ public final class RuntimeImageStream {
           return null;
         });
       } else {
-        long indexEnd = indexEnd(blob, load.bounds.indexEnd());
-        load.requests++;
-        byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
-        if (indexEnd == RuntimeImageFormat.HEADER_SIZE) {
-          int indexLength = RuntimeImageFormat.indexLength(head);
-          load.bounds.checkIndexLength(indexLength);
-          load.requests++;
-          head = client.readRange(blob.digest(), new ByteRange(0, RuntimeImageFormat.HEADER_SIZE + (long) indexLength));
-        }
-        load.begin(RuntimeImageFormat.readIndex(head, load.bounds.indexBytes()));
+        Head head = readHead(blob, load.bounds);
+        load.requests += head.requests();
+        load.begin(RuntimeImageFormat.readIndex(head.bytes(), load.bounds.indexBytes()));
       }
     });
   }
@@ -185,11 +178,30 @@ public final class RuntimeImageStream {
    * ({@link BorrowedIndex}), ready to be streamed by {@link #borrow}.
    *
    * @param subject the image manifest it was built for (another version)
-   * @param head the blob's header and index, as read
+   * @param head the blob's header and index, as read, and the requests that read them
    * @param layout the re-pointed index, with the blob's frames
    */
-  public record Borrowable(RuntimeImageArtifact artifact, Digest subject, Descriptor blob, byte[] head, Layout layout,
+  public record Borrowable(RuntimeImageArtifact artifact, Digest subject, Descriptor blob, Head head, Layout layout,
       BorrowedIndex.Rebound rebound) {}
+
+  /** A blob's header and index, and the range requests that read them. */
+  public record Head(byte[] bytes, int requests) {}
+
+  /**
+   * Reads {@code blob}'s header and index, held to {@code bounds}: in one request where its artifact says where the
+   * index ends, else the header first.
+   */
+  private Head readHead(Descriptor blob, RuntimeImageBounds bounds) throws IOException {
+    long indexEnd = indexEnd(blob, bounds.indexEnd());
+    byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
+    if (indexEnd != RuntimeImageFormat.HEADER_SIZE) {
+      return new Head(head, 1);
+    }
+    int indexLength = RuntimeImageFormat.indexLength(head);
+    bounds.checkIndexLength(indexLength);
+    return new Head(client.readRange(blob.digest(), new ByteRange(0, RuntimeImageFormat.HEADER_SIZE
+        + (long) indexLength)), 2);
+  }
 
   /**
    * Reads the index of {@code artifact}, a runtime image of the image manifest {@code subject} (another version of
@@ -204,15 +216,9 @@ public final class RuntimeImageStream {
     Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, subject);
     Map<Digest, LayerIndex> layers = layersOf(manifest, tocs);
     RuntimeImageBounds bounds = RuntimeImageBounds.of(limits, trusted, layers.values());
-    long indexEnd = indexEnd(blob, bounds.indexEnd());
-    byte[] head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
-    if (indexEnd == RuntimeImageFormat.HEADER_SIZE) {
-      int indexLength = RuntimeImageFormat.indexLength(head);
-      bounds.checkIndexLength(indexLength);
-      head = client.readRange(blob.digest(), new ByteRange(0, RuntimeImageFormat.HEADER_SIZE + (long) indexLength));
-    }
-    bounds.checkIndexLength(RuntimeImageFormat.indexLength(head));
-    Layout old = RuntimeImageFormat.readIndex(head, bounds.indexBytes());
+    Head head = readHead(blob, bounds);
+    bounds.checkIndexLength(RuntimeImageFormat.indexLength(head.bytes()));
+    Layout old = RuntimeImageFormat.readIndex(head.bytes(), bounds.indexBytes());
     BorrowedIndex.Rebound rebound = BorrowedIndex.rebind(old.index(), manifest, layers);
     return new Borrowable(artifact, subject, blob, head, new Layout(rebound.index(), old.indexLength()), rebound);
   }
@@ -223,7 +229,7 @@ public final class RuntimeImageStream {
    */
   public Outcome borrow(Borrowable borrowed, ImageManifest manifest, LayerIndexes tocs) throws IOException {
     Load load = newLoad(manifest, tocs, borrowed.blob());
-    load.requests = 1;
+    load.requests = borrowed.head().requests();
     load.frameUse = BorrowedIndex.MIN_FRAME_USE;
     return finish(load, borrowed.blob(), true, null, () -> load.begin(borrowed.layout()));
   }
