@@ -791,8 +791,7 @@ final class KernelSession {
   }
 
   private String pathOf(long nodeid) {
-    return node(nodeid).map(n -> n.content() != null ? "/" + n.content().name() : n.dirPath != null
-        ? "/" + n.dirPath : "#" + nodeid).orElse("#" + nodeid);
+    return node(nodeid).flatMap(LayerTree.Node::path).map(p -> "/" + p).orElse("#" + nodeid);
   }
 
   private static String name(int opcode) {

@@ -39,7 +39,6 @@ public final class LayerContentReader {
   private final PendingProducers producers;
   private final PageSource pages;
   private final long neighbourhood;
-  private volatile LayerChunk[] stored;
   // The neighbourhood window: where the last one lay in the blob, and its current size (see neighbours()).
   private long windowStart = -1;
   private long windowEnd = -1;
@@ -197,21 +196,10 @@ public final class LayerContentReader {
       windowStart = end;
       windowEnd = end + window;
     }
-    LayerChunk[] all = byStoredOffset();
-    int lo = 0;
-    int hi = all.length;
-    while (lo < hi) {
-      int mid = (lo + hi) >>> 1;
-      if (all[mid].stored().offset() < end) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
     List<LayerChunk> out = new ArrayList<>();
-    for (int i = lo; i < all.length && all[i].stored().end() <= end + window; i++) {
-      if (!cache.contains(all[i].digest())) {
-        out.add(all[i]);
+    for (LayerChunk c : layer.index().chunksStoredIn(end, end + window)) {
+      if (!cache.contains(c.digest())) {
+        out.add(c);
       }
     }
     return out;
@@ -224,29 +212,8 @@ public final class LayerContentReader {
    */
   public void prepare() {
     if (neighbourhood > 0) {
-      byStoredOffset();
+      layer.index().chunksStoredIn(0, 0);
     }
-  }
-
-  /** Every stored chunk of the layer's regular files, by offset in the blob; built by {@link #prepare} or the first miss. */
-  private LayerChunk[] byStoredOffset() {
-    LayerChunk[] all = stored;
-    if (all == null) {
-      List<LayerChunk> chunks = new ArrayList<>();
-      for (LayerEntry e : layer.index().entries()) {
-        if (e.type() == dev.flatpull.fetcher.layer.EntryType.REG) {
-          for (LayerChunk c : e.chunks()) {
-            if (!c.stored().isEmpty()) {
-              chunks.add(c);
-            }
-          }
-        }
-      }
-      all = chunks.toArray(LayerChunk[]::new);
-      java.util.Arrays.sort(all, java.util.Comparator.comparingLong(c -> c.stored().offset()));
-      stored = all;
-    }
-    return all;
   }
 
   /** A needed chunk's content; one that arrived garbled (a proxy, a network) is fetched again, with retries. */

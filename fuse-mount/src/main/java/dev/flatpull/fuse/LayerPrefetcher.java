@@ -60,13 +60,9 @@ public final class LayerPrefetcher implements Runnable {
       }
       fetch(first, PRIORITY_BATCH, false);
       if (background) {
-        List<LayerEntry> rest = new ArrayList<>();
-        for (LayerEntry e : layer.index().entries()) {
-          if (e.type() == EntryType.REG && e.size() > 0) {
-            rest.add(e);
-          }
-        }
-        fetch(rest, BACKGROUND_BATCH, true);
+        // Walked as it is fetched, not collected first: each entry is made from the index as it is reached (a layer
+        // of a million entries would otherwise hold as many objects for the whole background fetch).
+        fetch(layer.index().entries(), BACKGROUND_BATCH, true);
         if (!stopped.get()) {
           whole.run();
         }
@@ -79,10 +75,14 @@ public final class LayerPrefetcher implements Runnable {
     }
   }
 
-  private void fetch(List<LayerEntry> files, long batchBytes, boolean yieldToReads) throws IOException, InterruptedException {
+  private void fetch(Iterable<LayerEntry> files, long batchBytes, boolean yieldToReads)
+      throws IOException, InterruptedException {
     List<LayerChunk> batch = new ArrayList<>();
     long size = 0;
     for (LayerEntry f : files) {
+      if (f.type() != EntryType.REG) {
+        continue;
+      }
       for (LayerChunk c : f.chunks()) {
         if (stopped.get()) {
           return;

@@ -45,17 +45,29 @@ public final class RuntimeImageBounds {
     long image = 0;
     for (LayerIndex layer : layers) {
       index += PER_LAYER;
-      for (LayerEntry e : layer.entries()) {
-        LayerEntry content = layer.contentOf(e);
-        if (content.type() != EntryType.REG) {
+      // By entry number, from the index's records: no entry is made but a hard link's target.
+      for (int i = 0; i < layer.entryCount(); i++) {
+        EntryType type = layer.typeAt(i);
+        long size;
+        long chunks;
+        if (type == EntryType.REG) {
+          size = layer.sizeAt(i);
+          chunks = layer.chunkCountAt(i);
+          image += size;
+        } else if (type == EntryType.HARDLINK) {
+          LayerEntry content = layer.contentOf(layer.entryAt(i));
+          if (content.type() != EntryType.REG) {
+            continue;
+          }
+          size = content.size();
+          chunks = content.chunks().size();
+        } else {
           continue;
         }
-        if (e.type() == EntryType.REG) {
-          image += e.size();
-        }
-        long extents = verify == Verification.IMAGE ? content.chunks().size()
-            : (content.size() + RuntimeImageFormat.PAGE_SIZE - 1) / RuntimeImageFormat.PAGE_SIZE;
-        index += PER_PATH + e.name().length() + extents * limits.indexBytesPerExtent();
+        long extents = verify == Verification.IMAGE ? chunks
+            : (size + RuntimeImageFormat.PAGE_SIZE - 1) / RuntimeImageFormat.PAGE_SIZE;
+        // The name's bytes: at least its characters, so the bound only grows.
+        index += PER_PATH + layer.nameLengthAt(i) + extents * limits.indexBytesPerExtent();
       }
     }
     return new RuntimeImageBounds(limits, Math.min(index, RuntimeImageFormat.MAX_INDEX_BYTES), image);

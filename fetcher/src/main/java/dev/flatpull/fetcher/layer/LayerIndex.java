@@ -1,10 +1,7 @@
 package dev.flatpull.fetcher.layer;
 
 import dev.flatpull.core.Digest;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collection;
-import java.util.Collections;
 import java.util.List;
 import java.io.IOException;
 import java.util.Optional;
@@ -22,10 +19,9 @@ public final class LayerIndex {
   private final Digest blob;
   private final Optional<Digest> tocDigest;
   private final ChunkCompression compression;
-  // Entries in TOC order, and an open-addressing table of their positions by name: 4 to 8 bytes per entry where a
-  // LinkedHashMap costs 48 (a layer of a million entries; docs/benchmarks.md, index memory).
-  private final LayerEntry[] ordered;
-  private final int[] slots;
+  // Entries in TOC order as flat records with a table of their positions by name: no Java object per entry (a layer of
+  // a million entries; docs/benchmarks.md, index memory).
+  private final EntryTable table;
   private final List<String> prioritized;
   private final Optional<Digest> tarSplitDigest;
   private final boolean tarSplitChecked;
@@ -38,64 +34,42 @@ public final class LayerIndex {
 
   LayerIndex(
       LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression,
-      List<LayerEntry> entries, List<String> prioritized) {
+      List<LayerEntry> entries, List<String> prioritized) throws LayerFormatException {
     this(format, blob, tocDigest, compression, entries, prioritized, Optional.empty(), false);
   }
 
   LayerIndex(
       LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression,
-      List<LayerEntry> entries, List<String> prioritized, Optional<Digest> tarSplitDigest, boolean tarSplitChecked) {
-    this.tarSplitDigest = tarSplitDigest;
-    this.tarSplitChecked = tarSplitChecked;
-    this.kept = false;
-    this.tarSplit = null;
-    this.tarSplitLength = 0;
+      List<LayerEntry> entries, List<String> prioritized, Optional<Digest> tarSplitDigest, boolean tarSplitChecked)
+      throws LayerFormatException {
+    this(format, blob, tocDigest, compression, EntryTable.of(entries), prioritized, tarSplitDigest, tarSplitChecked,
+        null, 0, false);
+  }
+
+  /**
+   * @param tarSplit the verified tar-split's zstd frame, of {@code tarSplitLength} bytes decompressed, or null
+   * @param kept whether the index was read from the node's kept index file
+   */
+  LayerIndex(
+      LayerFormat format, Digest blob, Optional<Digest> tocDigest, ChunkCompression compression, EntryTable table,
+      List<String> prioritized, Optional<Digest> tarSplitDigest, boolean tarSplitChecked, byte[] tarSplit,
+      long tarSplitLength, boolean kept) {
     this.format = format;
     this.blob = blob;
     this.tocDigest = tocDigest;
     this.compression = compression;
-    int capacity = Integer.highestOneBit(Math.max(4, entries.size() * 2 - 1)) << 1;
-    int[] table = new int[capacity];
-    Arrays.fill(table, -1);
-    List<LayerEntry> kept = new ArrayList<>(entries.size());
-    for (LayerEntry e : entries) {
-      // A name listed twice: the later entry replaces the earlier one, in the earlier one's place.
-      int slot = find(table, kept, e.name());
-      if (table[slot] >= 0) {
-        kept.set(table[slot], e);
-      } else {
-        table[slot] = kept.size();
-        kept.add(e);
-      }
-    }
-    this.ordered = kept.toArray(new LayerEntry[0]);
-    this.slots = table;
+    this.table = table;
     this.prioritized = List.copyOf(prioritized);
-  }
-
-  /** The same index, its TOC now known to match the layer's verified tar-split. */
-  private LayerIndex(LayerIndex checked, byte[] tarSplit, long tarSplitLength) {
-    this(checked, tarSplit, tarSplitLength, true, checked.kept);
-  }
-
-  private LayerIndex(LayerIndex checked, byte[] tarSplit, long tarSplitLength, boolean tarSplitChecked, boolean kept) {
-    this.kept = kept;
+    this.tarSplitDigest = tarSplitDigest;
+    this.tarSplitChecked = tarSplitChecked;
     this.tarSplit = tarSplit;
     this.tarSplitLength = tarSplitLength;
-    this.format = checked.format;
-    this.blob = checked.blob;
-    this.tocDigest = checked.tocDigest;
-    this.compression = checked.compression;
-    this.ordered = checked.ordered;
-    this.slots = checked.slots;
-    this.prioritized = checked.prioritized;
-    this.tarSplitDigest = checked.tarSplitDigest;
-    this.tarSplitChecked = tarSplitChecked;
+    this.kept = kept;
   }
 
-  /** The same index, read from the node's kept index file. */
-  LayerIndex asKept() {
-    return new LayerIndex(this, tarSplit, tarSplitLength, tarSplitChecked, true);
+  /** The entries' records, for the kept index file. */
+  EntryTable table() {
+    return table;
   }
 
   /** Whether this index was read from the node's kept index file ({@link LayerIndexFile}), not parsed from a TOC. */
@@ -105,7 +79,8 @@ public final class LayerIndex {
 
   /** @param tarSplit the verified tar-split's zstd frame, of {@code length} bytes decompressed */
   LayerIndex withTarSplitChecked(byte[] tarSplit, long length) {
-    return new LayerIndex(this, tarSplit, length);
+    return new LayerIndex(format, blob, tocDigest, compression, table, prioritized, tarSplitDigest, true, tarSplit,
+        length, kept);
   }
 
   /**
@@ -162,34 +137,80 @@ public final class LayerIndex {
     return compression;
   }
 
-  /** The slot of {@code name} in {@code table}: where it is, or the free one where it would go. */
-  private static int find(int[] table, List<LayerEntry> byIndex, String name) {
-    int mask = table.length - 1;
-    int h = name.hashCode();
-    int i = (h ^ (h >>> 16)) & mask;
-    while (table[i] >= 0 && !byIndex.get(table[i]).name().equals(name)) {
-      i = (i + 1) & mask;
-    }
-    return i;
-  }
-
   private LayerEntry lookup(String name) {
-    int mask = slots.length - 1;
-    int h = name.hashCode();
-    int i = (h ^ (h >>> 16)) & mask;
-    while (slots[i] >= 0) {
-      LayerEntry e = ordered[slots[i]];
-      if (e.name().equals(name)) {
-        return e;
-      }
-      i = (i + 1) & mask;
-    }
-    return null;
+    int i = table.find(name);
+    return i < 0 ? null : table.entry(i);
   }
 
   /** All entries in TOC order (landmark files excluded). */
   public Collection<LayerEntry> entries() {
-    return Collections.unmodifiableList(Arrays.asList(ordered));
+    return table.entries();
+  }
+
+  /** The number of entries: {@link #entries}' size, entries numbered from 0 in that order. */
+  public int entryCount() {
+    return table.size();
+  }
+
+  /** Entry {@code i} of {@link #entries}, made for the caller. */
+  public LayerEntry entryAt(int i) {
+    return table.entry(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The name of entry {@code i}, without making the entry. */
+  public String nameAt(int i) {
+    return table.name(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The type of entry {@code i}, without making the entry. */
+  public EntryType typeAt(int i) {
+    return table.type(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The link name of entry {@code i} (a hard link's or a symlink's target), without making the entry; else null. */
+  public String linkNameAt(int i) {
+    return table.linkName(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The size of entry {@code i}, without making the entry. */
+  public long sizeAt(int i) {
+    return table.size(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The number of chunks of entry {@code i} (0 for every type but a regular file), without making the entry. */
+  public int chunkCountAt(int i) {
+    return table.chunkCount(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** Whether entry {@code i} has extended attributes, without making the entry. */
+  public boolean hasXattrsAt(int i) {
+    return table.hasXattrs(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /**
+   * The bytes entries' names are read from ({@link #nameOffsetAt}, {@link #nameLengthAt}), read-only, for a caller
+   * that works on names without making strings of them (a mount's tree of a million entries).
+   */
+  public java.nio.ByteBuffer nameBytes() {
+    return table.bytes().asReadOnlyBuffer();
+  }
+
+  /** Where entry {@code i}'s name (UTF-8) starts in {@link #nameBytes}. */
+  public int nameOffsetAt(int i) {
+    return table.nameOffset(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The length in bytes of entry {@code i}'s name. */
+  public int nameLengthAt(int i) {
+    return table.nameLength(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /**
+   * The chunks whose stored bytes lie in the blob's {@code [from, to)}, in blob order (a read's neighbours). The first
+   * call orders the layer's chunks by where they are stored, once.
+   */
+  public List<LayerChunk> chunksStoredIn(long from, long to) {
+    return table.chunksStoredIn(from, to);
   }
 
   /** Names of the regular files placed before the prefetch landmark, in layer order; empty without one. */
@@ -223,21 +244,12 @@ public final class LayerIndex {
   }
 
   public int chunkCount() {
-    int n = 0;
-    for (LayerEntry e : ordered) {
-      n += e.chunks().size();
-    }
-    return n;
+    return table.chunkCount();
   }
 
   /** The sum of regular file sizes. */
   public long contentSize() {
-    long n = 0;
-    for (LayerEntry e : ordered) {
-      if (e.type() == EntryType.REG) {
-        n += e.size();
-      }
-    }
-    return n;
+    return table.contentSize();
   }
+
 }

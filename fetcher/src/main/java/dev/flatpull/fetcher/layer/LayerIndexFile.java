@@ -2,21 +2,15 @@ package dev.flatpull.fetcher.layer;
 
 import dev.flatpull.core.Digest;
 import dev.flatpull.fetcher.oci.Descriptor;
-import java.io.BufferedOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
-import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
-import java.time.Instant;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -29,14 +23,18 @@ import java.util.zip.CRC32C;
  * index built from a TOC checked against the layer descriptor's digests, and is kept in the node's root-only state;
  * it is named by a {@link Key} that covers every part of the descriptor the index depends on.
  *
- * <p>Layout (big-endian): a 24-byte header, {@code FPINDEX\n}, the format version, the CRC32C of the body and the
- * body's length; then the body: the key, the index's own fields, its entries (each with its chunks), the names before
- * the prefetch landmark and the verified tar-split. A file whose magic, version, checksum, length, key or structure
- * does not match is refused with the reason; its owner rebuilds it from the TOC.
+ * <p>Layout: a 24-byte header, {@code FPINDEX\n}, the format version, the CRC32C of the body and the body's length
+ * (big-endian); then the body: the length of its first part, the first part (the key, the index's own fields, the
+ * names before the prefetch landmark and the verified tar-split, big-endian), padding to a multiple of 8, and the
+ * entries' {@link EntryTable} as the index holds it. Reading checks the checksum with positional reads, and then maps
+ * the table and uses it in place: no entry is parsed, and only the pages that lookups touch become the process's
+ * (a deleted file stays readable while mapped, so evicting it under a mount is safe). A file whose magic, version,
+ * checksum, length, key or structure does not match is refused with the reason; its owner rebuilds it from the
+ * TOC.
  */
 public final class LayerIndexFile {
   static final byte[] MAGIC = "FPINDEX\n".getBytes(StandardCharsets.US_ASCII);
-  static final int VERSION = 1;
+  static final int VERSION = 2;
   static final int HEADER = 24;
 
   private LayerIndexFile() {}
@@ -71,38 +69,35 @@ public final class LayerIndexFile {
 
   /** Writes {@code index}, derived from the layer {@code key} names, to {@code file} (positioned at 0). */
   public static void write(Key key, LayerIndex index, FileChannel file) throws IOException {
-    CRC32C crc = new CRC32C();
-    long[] length = {0};
-    file.position(HEADER);
-    OutputStream sink = new OutputStream() {
-      private final OutputStream out = Channels.newOutputStream(file);
-
-      @Override
-      public void write(int b) throws IOException {
-        crc.update(b);
-        length[0]++;
-        out.write(b);
-      }
-
-      @Override
-      public void write(byte[] b, int off, int len) throws IOException {
-        crc.update(b, off, len);
-        length[0] += len;
-        out.write(b, off, len);
-      }
-    };
-    DataOutputStream out = new DataOutputStream(new BufferedOutputStream(sink, 1 << 16));
-    writeBody(out, key, index);
+    java.io.ByteArrayOutputStream first = new java.io.ByteArrayOutputStream();
+    DataOutputStream out = new DataOutputStream(first);
+    writeFirstPart(out, key, index);
     out.flush();
+    int pad = padding(first.size());
+    ByteBuffer lead = ByteBuffer.allocate(4 + first.size() + pad).putInt(first.size()).put(first.toByteArray());
+    lead.position(lead.limit()).flip();
+    ByteBuffer table = index.table().bytes();
+    CRC32C crc = new CRC32C();
+    crc.update(lead.duplicate());
+    crc.update(table.duplicate());
+    long length = lead.remaining() + (long) table.remaining();
     ByteBuffer header = ByteBuffer.allocate(HEADER).put(MAGIC).putInt(VERSION).putInt((int) crc.getValue())
-        .putLong(length[0]).flip();
-    while (header.hasRemaining()) {
-      file.write(header, header.position());
+        .putLong(length).flip();
+    long at = 0;
+    for (ByteBuffer part : new ByteBuffer[] {header, lead, table}) {
+      while (part.hasRemaining()) {
+        at += file.write(part, at);
+      }
     }
     file.force(false);
   }
 
-  private static void writeBody(DataOutputStream out, Key key, LayerIndex index) throws IOException {
+  /** Zero bytes after the first part, so that the table starts at a multiple of 8 from the file's start. */
+  private static int padding(int firstPart) {
+    return (int) ((8 - (HEADER + 4 + firstPart) % 8) % 8);
+  }
+
+  private static void writeFirstPart(DataOutputStream out, Key key, LayerIndex index) throws IOException {
     writeDigest(out, key.digest());
     out.writeByte(index.format().ordinal());
     out.writeByte(index.compression().ordinal());
@@ -116,38 +111,6 @@ public final class LayerIndexFile {
       out.write(tarSplit);
     }
     out.writeLong(index.tarSplitLength());
-    out.writeInt(index.entries().size());
-    for (LayerEntry e : index.entries()) {
-      writeString(out, e.name());
-      out.writeByte(e.type().ordinal());
-      out.writeLong(e.size());
-      out.writeInt(e.mode());
-      out.writeInt(e.uid());
-      out.writeInt(e.gid());
-      writeString(out, e.userName());
-      writeString(out, e.groupName());
-      out.writeLong(e.modTime().getEpochSecond());
-      out.writeInt(e.modTime().getNano());
-      writeString(out, e.linkName());
-      out.writeInt(e.devMajor());
-      out.writeInt(e.devMinor());
-      out.writeInt(e.xattrs().size());
-      for (Map.Entry<String, byte[]> x : e.xattrs().entrySet()) {
-        writeString(out, x.getKey());
-        out.writeInt(x.getValue().length);
-        out.write(x.getValue());
-      }
-      writeDigest(out, e.digest().orElse(null));
-      out.writeInt(e.chunks().size());
-      for (LayerChunk c : e.chunks()) {
-        out.writeLong(c.fileOffset());
-        out.writeLong(c.size());
-        out.writeLong(c.stored().offset());
-        out.writeLong(c.stored().length());
-        out.writeLong(c.innerOffset());
-        writeDigest(out, c.digest());
-      }
-    }
     out.writeInt(index.prioritized().size());
     for (String p : index.prioritized()) {
       writeString(out, p);
@@ -184,8 +147,9 @@ public final class LayerIndexFile {
       if (size < HEADER) {
         throw refused(file, "it is " + size + " bytes, shorter than its header");
       }
-      // Mapped, not read: a layer of a million entries has an index file of a hundred MiB or more.
-      ByteBuffer b = ch.map(FileChannel.MapMode.READ_ONLY, 0, size);
+      ByteBuffer b = ByteBuffer.allocate(HEADER);
+      readFully(ch, b, 0);
+      b.flip();
       byte[] magic = new byte[MAGIC.length];
       b.get(magic);
       if (!java.util.Arrays.equals(magic, MAGIC)) {
@@ -200,24 +164,65 @@ public final class LayerIndexFile {
       if (length != size - HEADER) {
         throw refused(file, "its header announces " + length + " bytes of body, the file holds " + (size - HEADER));
       }
-      CRC32C actual = new CRC32C();
-      actual.update(b.duplicate());
-      if ((int) actual.getValue() != crc) {
+      if (crc != bodyChecksum(ch, size)) {
         throw refused(file, "its checksum does not match its content");
       }
       try {
-        return readBody(key, b, file);
+        ByteBuffer firstLength = ByteBuffer.allocate(4);
+        readFully(ch, firstLength, HEADER);
+        int first = firstLength.flip().getInt();
+        long tableAt = HEADER + 4L + first + padding(first);
+        if (first < 0 || tableAt > size || size - tableAt > Integer.MAX_VALUE) {
+          throw refused(file, "its first part announces " + first + " bytes");
+        }
+        ByteBuffer front = ByteBuffer.allocate(first);
+        readFully(ch, front, HEADER + 4);
+        // Mapped, not read: a layer of a million entries has an index file of a hundred MiB or more.
+        ByteBuffer table = ch.map(FileChannel.MapMode.READ_ONLY, tableAt, size - tableAt);
+        return readBody(key, front.flip(), table, file);
       } catch (BufferUnderflowException | IllegalArgumentException | IndexOutOfBoundsException e) {
         throw refused(file, "its content is malformed (" + e + ")");
       }
     }
   }
 
+  private static void readFully(FileChannel ch, ByteBuffer into, long at) throws IOException {
+    long pos = at;
+    while (into.hasRemaining()) {
+      int n = ch.read(into, pos);
+      if (n < 0) {
+        throw new java.io.EOFException("the index file ended at " + pos);
+      }
+      pos += n;
+    }
+  }
+
+  /**
+   * The CRC32C of the body, read through a small buffer rather than the map: the pages stay the kernel's cache and
+   * become the process's only where lookups touch them.
+   */
+  private static int bodyChecksum(FileChannel ch, long size) throws IOException {
+    CRC32C crc = new CRC32C();
+    ByteBuffer buf = ByteBuffer.allocateDirect(1 << 20);
+    for (long at = HEADER; at < size; ) {
+      buf.clear();
+      int n = ch.read(buf, at);
+      if (n < 0) {
+        throw new java.io.EOFException("the index file ended at " + at);
+      }
+      buf.flip();
+      crc.update(buf);
+      at += n;
+    }
+    return (int) crc.getValue();
+  }
+
   private static LayerFormatException refused(Path file, String why) {
     return new LayerFormatException("layer index file " + file.getFileName() + " refused: " + why);
   }
 
-  private static LayerIndex readBody(Key key, ByteBuffer b, Path file) throws LayerFormatException {
+  private static LayerIndex readBody(Key key, ByteBuffer b, ByteBuffer table, Path file)
+      throws LayerFormatException {
     Digest kept = readDigest(b);
     if (!key.digest().equals(kept)) {
       throw refused(file, "it was written for another layer descriptor");
@@ -231,53 +236,6 @@ public final class LayerIndexFile {
     int tarSplitBytes = b.getInt();
     byte[] tarSplit = tarSplitBytes < 0 ? null : bytes(b, tarSplitBytes);
     long tarSplitLength = b.getLong();
-    int count = b.getInt();
-    if (count < 0 || count > b.remaining()) {
-      throw refused(file, "it announces " + count + " entries");
-    }
-    // User and group names repeat on nearly every entry: one string each, as the TOC parser keeps them.
-    Map<String, String> names = new HashMap<>();
-    List<LayerEntry> entries = new ArrayList<>(count);
-    for (int i = 0; i < count; i++) {
-      String name = readString(b);
-      EntryType type = EntryType.values()[b.get()];
-      long size = b.getLong();
-      int mode = b.getInt();
-      int uid = b.getInt();
-      int gid = b.getInt();
-      String user = shared(names, readString(b));
-      String group = shared(names, readString(b));
-      Instant modTime = Instant.ofEpochSecond(b.getLong(), b.getInt());
-      String linkName = readString(b);
-      int devMajor = b.getInt();
-      int devMinor = b.getInt();
-      int xattrCount = b.getInt();
-      if (xattrCount < 0 || xattrCount > b.remaining()) {
-        throw refused(file, "an entry announces " + xattrCount + " extended attributes");
-      }
-      Map<String, byte[]> xattrs = xattrCount == 0 ? Map.of() : new LinkedHashMap<>();
-      for (int x = 0; x < xattrCount; x++) {
-        String k = readString(b);
-        xattrs.put(k, bytes(b, b.getInt()));
-      }
-      Optional<Digest> digest = Optional.ofNullable(readDigest(b));
-      int chunkCount = b.getInt();
-      if (chunkCount < 0 || chunkCount > b.remaining()) {
-        throw refused(file, "an entry announces " + chunkCount + " chunks");
-      }
-      List<LayerChunk> chunks = new ArrayList<>(chunkCount);
-      for (int c = 0; c < chunkCount; c++) {
-        long fileOffset = b.getLong();
-        long chunkSize = b.getLong();
-        long storedOffset = b.getLong();
-        long storedLength = b.getLong();
-        long innerOffset = b.getLong();
-        chunks.add(new LayerChunk(fileOffset, chunkSize, new dev.flatpull.core.ByteRange(storedOffset, storedLength),
-            innerOffset, readDigest(b)));
-      }
-      entries.add(new LayerEntry(name, type, size, mode, uid, gid, user, group, modTime, linkName, devMajor, devMinor,
-          xattrs, digest, chunks));
-    }
     int prioritizedCount = b.getInt();
     if (prioritizedCount < 0 || prioritizedCount > b.remaining()) {
       throw refused(file, "it announces " + prioritizedCount + " prioritized names");
@@ -287,15 +245,10 @@ public final class LayerIndexFile {
       prioritized.add(readString(b));
     }
     if (b.hasRemaining()) {
-      throw refused(file, b.remaining() + " bytes follow its last field");
+      throw refused(file, b.remaining() + " bytes follow its first part's last field");
     }
-    LayerIndex index = new LayerIndex(format, blob, toc, compression, entries, prioritized, tarSplitDigest,
-        tarSplitChecked);
-    return (tarSplit == null ? index : index.withTarSplitChecked(tarSplit, tarSplitLength)).asKept();
-  }
-
-  private static String shared(Map<String, String> names, String s) {
-    return s == null ? null : names.computeIfAbsent(s, x -> x);
+    return new LayerIndex(format, blob, toc, compression, EntryTable.wrap(table), prioritized, tarSplitDigest,
+        tarSplitChecked, tarSplit, tarSplitLength, true);
   }
 
   private static byte[] bytes(ByteBuffer b, int n) {

@@ -161,10 +161,33 @@ class LayerIndexFileTest {
       b[0] = 'X';
       return b;
     });
-    assertRefused("format version is 2", b -> {
-      b[11] = 2;
+    assertRefused("format version is 9", b -> {
+      b[11] = 9;
       return b;
     });
+  }
+
+  /** The table's head field at {@code field} set to {@code value}, with the checksum made to match again. */
+  private static byte[] tableFieldSet(byte[] file, int field, int value) {
+    java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(file);
+    int first = b.getInt(LayerIndexFile.HEADER);
+    int tableAt = LayerIndexFile.HEADER + 4 + first;
+    tableAt += (8 - tableAt % 8) % 8;
+    b.order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(tableAt + field, value).order(java.nio.ByteOrder.BIG_ENDIAN);
+    java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+    crc.update(file, LayerIndexFile.HEADER, file.length - LayerIndexFile.HEADER);
+    b.putInt(12, (int) crc.getValue());
+    return file;
+  }
+
+  @Test
+  void aTableThatDoesNotHoldTogether_isRefusedEvenWithAMatchingChecksum() throws Exception {
+    // Counts, name table size and a section's place, each wrong while the checksum holds: a file written by another
+    // build's bug must be refused when opened, not fail a read later.
+    assertRefused("malformed", b -> tableFieldSet(b, 0, 1 << 30));
+    assertRefused("malformed", b -> tableFieldSet(b, 8, 3));
+    assertRefused("malformed", b -> tableFieldSet(b, 16, 40));
+    assertRefused("malformed", b -> tableFieldSet(b, 28, 7));
   }
 
   @Test
