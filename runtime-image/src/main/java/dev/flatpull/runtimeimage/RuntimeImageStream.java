@@ -6,8 +6,6 @@ import dev.flatpull.config.RuntimeImageSettings.Verification;
 import dev.flatpull.core.ByteRange;
 import dev.flatpull.core.Digest;
 import dev.flatpull.core.VerifiedContent;
-import dev.flatpull.fetcher.layer.LayerEntry;
-import dev.flatpull.fetcher.layer.LayerChunk;
 import dev.flatpull.fetcher.layer.LayerIndex;
 import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.ImageManifest;
@@ -494,12 +492,8 @@ public final class RuntimeImageStream {
   /** Whether the node holds any content of these layers (then only the missing frames are worth fetching). */
   private boolean holdsAny(Iterable<LayerIndex> layers) {
     for (LayerIndex l : layers) {
-      for (LayerEntry e : l.entries()) {
-        for (LayerChunk c : e.chunks()) {
-          if (!c.stored().isEmpty() && cache.contains(c.digest())) {
-            return true;
-          }
-        }
+      if (l.anyStoredChunk(cache::contains)) {
+        return true;
       }
     }
     return false;

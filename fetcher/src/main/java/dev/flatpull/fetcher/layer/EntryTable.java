@@ -516,6 +516,17 @@ final class EntryTable {
     return order;
   }
 
+  /** Whether {@code test} holds for the digest of any chunk with stored bytes; no entry or chunk is made. */
+  boolean anyStoredChunk(java.util.function.Predicate<Digest> test) {
+    for (int c = 0; c < chunkCount; c++) {
+      int ref = b.getInt(chunksAt + c * CH + C_DIGEST);
+      if (storedLength(c) > 0 && ref >= 0 && test.test(digest(ref))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** The chunks stored in the blob's {@code [from, to)}, in blob order; the first call sorts them, in the caller. */
   List<LayerChunk> chunksStoredIn(long from, long to) {
     int[] order = blobOrder();

@@ -205,6 +205,11 @@ public final class LayerIndex {
     return table.nameLength(java.util.Objects.checkIndex(i, table.size()));
   }
 
+  /** Whether {@code test} holds for the digest of any chunk with stored bytes (in no particular order). */
+  public boolean anyStoredChunk(java.util.function.Predicate<Digest> test) {
+    return table.anyStoredChunk(test);
+  }
+
   /**
    * The chunks whose stored bytes lie in the blob's {@code [from, to)}, in blob order (a read's neighbours). The first
    * call orders the layer's chunks by where they are stored, once.
