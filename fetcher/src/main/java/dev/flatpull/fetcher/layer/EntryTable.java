@@ -17,34 +17,29 @@ import java.util.Optional;
 import java.util.RandomAccess;
 
 /**
- * A layer's entries as flat records in one buffer, with no Java object per entry: fixed-size entry and chunk records,
- * an open-addressing table of the entries by name, and one area for what varies in length (names, digests, owners,
+ * A layer's entries as flat records, with no Java object per entry: fixed-size entry and chunk records, an
+ * open-addressing table of the entries by name, and one area for what varies in length (names, digests, owners,
  * extended attributes), each stored once where entries share it. A {@link LayerEntry} is made when asked for and
- * dropped by its caller. The buffer is on the heap when the index was just parsed from a TOC, or a read-only map of
- * the node's kept index file ({@link LayerIndexFile}), which is then used in place: a later mount of the layer reads
- * nothing but the pages its lookups touch (docs/benchmarks.md, index memory). Immutable, so thread-safe; only absolute
- * reads of the buffer are made.
+ * dropped by its caller. The sections are on the heap when the index was just parsed from a TOC (written by a
+ * {@link Builder} as the TOC is read, with no entry kept), or slices of a read-only map of the node's kept index file
+ * ({@link LayerIndexFile}), used in place: a later mount of the layer reads nothing but the pages its lookups touch
+ * (docs/benchmarks.md, index memory). Immutable, so thread-safe; only absolute reads of the buffers are made.
  *
- * <p>Layout, little-endian: a {@value #HEAD}-byte head of counts, section offsets and the files' total size; per
- * entry, in layer order, a {@value #NAME}-byte record of what a tree and a lookup by name read (the name, its hash,
- * the type, whether it has extended attributes); per entry, the {@value #REC}-byte record of the rest; the chunk
- * records ({@value #CH} bytes each, every file's in file order); the name table ({@code int} entry numbers, -1 for a
- * free slot, a power of two at least twice the entries); and the variable area, addressed by offsets into it (-1 for
- * none), every entry's name first. A mount of a kept file thus touches the name records and the names, about a third
- * of the file; the rest is read where a file is opened or read.
+ * <p>Layout, little-endian, as the file holds it: a {@value #HEAD}-byte head of counts, section lengths and the files'
+ * total size, then the sections, each from a multiple of 8: per entry in layer order, a {@value #NAME}-byte record of
+ * what a tree and a lookup by name read (the name, its hash, the type, whether it has extended attributes); per entry,
+ * the {@value #REC}-byte record of the rest; the chunk records ({@value #CH} bytes each, every file's in file order);
+ * the name table ({@code int} entry numbers, -1 for a free slot, a power of two above the entries); and the variable
+ * area, addressed by offsets into it (-1 for none), every entry's name first. A mount of a kept file thus touches the
+ * name records and the names, about a third of the file; the rest is read where a file is opened or read.
  */
 final class EntryTable {
   static final int HEAD = 48;
   private static final int H_COUNT = 0;
   private static final int H_CHUNKS = 4;
   private static final int H_SLOTS = 8;
-  private static final int H_NAMES_AT = 12;
-  private static final int H_RECORDS_AT = 16;
-  private static final int H_CHUNKS_AT = 20;
-  private static final int H_SLOTS_AT = 24;
-  private static final int H_AREA_AT = 28;
-  private static final int H_AREA_LENGTH = 32;
-  private static final int H_CONTENT_SIZE = 40;
+  private static final int H_AREA_LENGTH = 12;
+  private static final int H_CONTENT_SIZE = 16;
 
   // What a mount's tree and a lookup by name read of every entry, apart from the rest (see the class comment).
   static final int NAME = 12;
@@ -76,52 +71,64 @@ final class EntryTable {
 
   private static final EntryType[] TYPES = EntryType.values();
 
-  private final ByteBuffer b;
   private final int count;
   private final int chunkCount;
   private final int slotCount;
-  private final int namesAt;
-  private final int recordsAt;
-  private final int chunksAt;
-  private final int slotsAt;
-  private final int areaAt;
-  private final int areaLength;
+  private final long contentSize;
+  private final ByteBuffer names;
+  private final ByteBuffer records;
+  private final ByteBuffer chunks;
+  private final ByteBuffer slots;
+  private final ByteBuffer area;
 
-  private EntryTable(ByteBuffer b) {
-    this.b = b.order(ByteOrder.LITTLE_ENDIAN);
-    this.count = this.b.getInt(H_COUNT);
-    this.chunkCount = this.b.getInt(H_CHUNKS);
-    this.slotCount = this.b.getInt(H_SLOTS);
-    this.namesAt = this.b.getInt(H_NAMES_AT);
-    this.recordsAt = this.b.getInt(H_RECORDS_AT);
-    this.chunksAt = this.b.getInt(H_CHUNKS_AT);
-    this.slotsAt = this.b.getInt(H_SLOTS_AT);
-    this.areaAt = this.b.getInt(H_AREA_AT);
-    this.areaLength = this.b.getInt(H_AREA_LENGTH);
+  private EntryTable(int count, int chunkCount, int slotCount, long contentSize, ByteBuffer names, ByteBuffer records,
+      ByteBuffer chunks, ByteBuffer slots, ByteBuffer area) {
+    this.count = count;
+    this.chunkCount = chunkCount;
+    this.slotCount = slotCount;
+    this.contentSize = contentSize;
+    this.names = names.order(ByteOrder.LITTLE_ENDIAN);
+    this.records = records.order(ByteOrder.LITTLE_ENDIAN);
+    this.chunks = chunks.order(ByteOrder.LITTLE_ENDIAN);
+    this.slots = slots.order(ByteOrder.LITTLE_ENDIAN);
+    this.area = area.order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  private static int padded(long length) {
+    return (int) ((length + 7) & ~7L);
   }
 
   /**
-   * The table in {@code b} (a kept file's), its head checked: counts and sections in place. The records are not read
-   * here, so that opening a layer touches none of its pages: the file's checksum stands for their soundness, and a
-   * reference outside the buffer would fail the one read that follows it ({@link IndexOutOfBoundsException}).
+   * The table in {@code b} (a kept file's, from its head on), its head checked: counts and section lengths that add up
+   * to the buffer. The records are not read here, so that opening a layer touches none of its pages: the file's
+   * checksum stands for their soundness, and a reference outside a section would fail the one read that follows it
+   * ({@link IndexOutOfBoundsException}).
    *
    * @throws IllegalArgumentException saying what does not fit
    */
   static EntryTable wrap(ByteBuffer b) {
-    if (b.limit() < HEAD) {
-      throw new IllegalArgumentException("an entry table of " + b.limit() + " bytes");
+    b.order(ByteOrder.LITTLE_ENDIAN);
+    require(b.limit() >= HEAD, "an entry table of " + b.limit() + " bytes");
+    int count = b.getInt(H_COUNT);
+    int chunkCount = b.getInt(H_CHUNKS);
+    int slotCount = b.getInt(H_SLOTS);
+    int areaLength = b.getInt(H_AREA_LENGTH);
+    require(count >= 0 && chunkCount >= 0 && slotCount >= 0 && areaLength >= 0, "negative counts");
+    require(slotCount >= 2 && Integer.bitCount(slotCount) == 1 && slotCount > count, "a name table of " + slotCount);
+    long[] lengths = {(long) count * NAME, (long) count * REC, (long) chunkCount * CH, (long) slotCount * 4, areaLength};
+    long total = HEAD;
+    for (long l : lengths) {
+      total += padded(l);
     }
-    EntryTable t = new EntryTable(b);
-    t.check();
-    return t;
-  }
-
-  private void check() {
-    require(count >= 0 && chunkCount >= 0 && slotCount >= 0, "negative counts");
-    require(slotCount >= 2 && Integer.bitCount(slotCount) == 1 && slotCount >= count, "a name table of " + slotCount);
-    require(namesAt == HEAD && recordsAt == namesAt + (long) count * NAME && chunksAt == recordsAt + (long) count * REC
-        && slotsAt == chunksAt + (long) chunkCount * CH && areaAt == slotsAt + (long) slotCount * 4
-        && (long) areaAt + areaLength == b.limit(), "sections out of place");
+    require(total == b.limit(), "sections of " + total + " bytes in " + b.limit());
+    ByteBuffer[] sections = new ByteBuffer[lengths.length];
+    int at = HEAD;
+    for (int k = 0; k < lengths.length; k++) {
+      sections[k] = b.slice(at, (int) lengths[k]);
+      at += padded(lengths[k]);
+    }
+    return new EntryTable(count, chunkCount, slotCount, b.getLong(H_CONTENT_SIZE), sections[0], sections[1],
+        sections[2], sections[3], sections[4]);
   }
 
   private static void require(boolean ok, String what) {
@@ -130,96 +137,179 @@ final class EntryTable {
     }
   }
 
-  /**
-   * The table of {@code entries} (a name listed twice: the later entry replaces the earlier one, in the earlier one's
-   * place), on the heap.
-   *
-   * @throws LayerFormatException when the entries do not fit a table (more than 2 GiB of records)
-   */
+  /** The table as the kept index file holds it: the head, then each section, padded to a multiple of 8. */
+  List<ByteBuffer> bytes() {
+    ByteBuffer head = ByteBuffer.allocate(HEAD).order(ByteOrder.LITTLE_ENDIAN).putInt(H_COUNT, count)
+        .putInt(H_CHUNKS, chunkCount).putInt(H_SLOTS, slotCount).putInt(H_AREA_LENGTH, area.limit())
+        .putLong(H_CONTENT_SIZE, contentSize);
+    List<ByteBuffer> out = new ArrayList<>(List.of(head));
+    for (ByteBuffer section : List.of(names, records, chunks, slots, area)) {
+      out.add(section.duplicate().clear());
+      int pad = padded(section.limit()) - section.limit();
+      if (pad > 0) {
+        out.add(ByteBuffer.allocate(pad));
+      }
+    }
+    return out;
+  }
+
+  /** The table of {@code entries} (a name listed twice: the later entry replaces the earlier one, in its place). */
   static EntryTable of(List<LayerEntry> entries) throws LayerFormatException {
-    Map<String, Integer> at = new HashMap<>(entries.size() * 2);
-    List<LayerEntry> kept = new ArrayList<>(entries.size());
+    Builder b = new Builder(entries.size());
     for (LayerEntry e : entries) {
-      Integer earlier = at.putIfAbsent(e.name(), kept.size());
-      if (earlier != null) {
-        kept.set(earlier, e);
-      } else {
-        kept.add(e);
+      b.add(e);
+    }
+    return b.build();
+  }
+
+  /**
+   * Writes a table entry by entry, as a TOC is read: no entry is kept. A name added again replaces the entry of that
+   * name in its place (its chunks are dropped when the table is built). Not thread-safe.
+   */
+  static final class Builder {
+    private ByteBuffer names;
+    private ByteBuffer records;
+    private ByteBuffer chunks;
+    private int[] slots;
+    private int count;
+    private int chunkCount;
+    private int replacedChunks;
+    private final Area area = new Area();
+
+    /** @param expected the entries expected (a first pass counted them), to size the sections once */
+    Builder(int expected) {
+      int n = Math.max(16, expected);
+      names = ByteBuffer.allocate(n * NAME).order(ByteOrder.LITTLE_ENDIAN);
+      records = ByteBuffer.allocate(n * REC).order(ByteOrder.LITTLE_ENDIAN);
+      chunks = ByteBuffer.allocate(n * CH).order(ByteOrder.LITTLE_ENDIAN);
+      slots = new int[Integer.highestOneBit(n) << 2];
+      Arrays.fill(slots, -1);
+    }
+
+    private static ByteBuffer grown(ByteBuffer b, long need) throws LayerFormatException {
+      if (need <= b.capacity()) {
+        return b;
+      }
+      long size = Math.max(need, b.capacity() + (b.capacity() >> 1));
+      if (size > Integer.MAX_VALUE - 64) {
+        if (need > Integer.MAX_VALUE - 64) {
+          throw new LayerFormatException("a layer index section of " + need + " bytes, more than one table holds");
+        }
+        size = Integer.MAX_VALUE - 64;
+      }
+      return ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN).put(b.array(), 0, b.capacity()).clear();
+    }
+
+    /** The number of the entry {@code name} names so far, or -1. */
+    int find(String name) {
+      return find(name.hashCode(), name.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private int find(int hash, byte[] utf8) {
+      int mask = slots.length - 1;
+      for (int s = spread(hash) & mask; ; s = (s + 1) & mask) {
+        int i = slots[s];
+        if (i < 0 || (names.getInt(i * NAME + N_HASH) == hash && area.equals(names.getInt(i * NAME + N_NAME), utf8))) {
+          return i;
+        }
       }
     }
-    at = null;
-    Area area = new Area();
-    long chunks = 0;
-    long contentSize = 0;
-    for (LayerEntry e : kept) {
-      chunks += e.chunks().size();
-      contentSize += e.type() == EntryType.REG ? e.size() : 0;
+
+    /** The type of entry {@code i}. */
+    EntryType type(int i) {
+      return TYPES[names.get(i * NAME + N_TYPE)];
     }
-    int slots = Integer.highestOneBit(Math.max(2, kept.size() * 2 - 1)) << 1;
-    // Names first and together: a mount's tree reads every name and nothing else of the area.
-    int[] nameRefs = new int[kept.size()];
-    for (int i = 0; i < kept.size(); i++) {
-      nameRefs[i] = area.string(kept.get(i).name(), false);
+
+    /** The name of entry {@code i}. */
+    String name(int i) {
+      return area.string(names.getInt(i * NAME + N_NAME));
     }
-    int[] recordArea = new int[kept.size() * 4];
-    int[] chunkDigests = new int[(int) Math.min(Integer.MAX_VALUE, chunks)];
-    int c = 0;
-    for (int i = 0; i < kept.size(); i++) {
-      LayerEntry e = kept.get(i);
-      recordArea[i * 4] = area.owner(e);
-      recordArea[i * 4 + 1] = e.linkName() == null ? -1 : area.string(e.linkName(), false);
-      recordArea[i * 4 + 2] = e.digest().map(area::digest).orElse(-1);
-      recordArea[i * 4 + 3] = area.extra(e);
-      for (LayerChunk ch : e.chunks()) {
-        chunkDigests[c++] = ch.digest() == null ? -1 : area.digest(ch.digest());
-      }
-    }
-    long size = HEAD + (long) kept.size() * (NAME + REC) + chunks * CH + (long) slots * 4 + area.length;
-    if (size > Integer.MAX_VALUE - 64) {
-      throw new LayerFormatException("a layer index of " + kept.size() + " entries and " + chunks
-          + " chunks needs " + size + " bytes, more than one table holds");
-    }
-    ByteBuffer b = ByteBuffer.allocate((int) size).order(ByteOrder.LITTLE_ENDIAN);
-    int namesAt = HEAD;
-    int recordsAt = namesAt + kept.size() * NAME;
-    int chunksAt = recordsAt + kept.size() * REC;
-    int slotsAt = chunksAt + (int) chunks * CH;
-    int areaAt = slotsAt + slots * 4;
-    b.putInt(H_COUNT, kept.size()).putInt(H_CHUNKS, (int) chunks).putInt(H_SLOTS, slots).putInt(H_NAMES_AT, namesAt)
-        .putInt(H_RECORDS_AT, recordsAt).putInt(H_CHUNKS_AT, chunksAt).putInt(H_SLOTS_AT, slotsAt)
-        .putInt(H_AREA_AT, areaAt).putInt(H_AREA_LENGTH, area.length).putLong(H_CONTENT_SIZE, contentSize);
-    c = 0;
-    for (int s = 0; s < slots; s++) {
-      b.putInt(slotsAt + s * 4, -1);
-    }
-    for (int i = 0; i < kept.size(); i++) {
-      LayerEntry e = kept.get(i);
+
+    /** Adds {@code e}, or replaces the entry of its name; returns its number. */
+    int add(LayerEntry e) throws LayerFormatException {
+      byte[] utf8 = e.name().getBytes(StandardCharsets.UTF_8);
       int hash = e.name().hashCode();
-      int n = namesAt + i * NAME;
-      b.putInt(n + N_NAME, nameRefs[i]).putInt(n + N_HASH, hash).put(n + N_TYPE, (byte) e.type().ordinal())
+      int i = find(hash, utf8);
+      int nameRef;
+      if (i >= 0) {
+        nameRef = names.getInt(i * NAME + N_NAME);
+        replacedChunks += records.getInt(i * REC + R_CHUNK_COUNT);
+      } else {
+        i = count++;
+        names = grown(names, (long) count * NAME);
+        records = grown(records, (long) count * REC);
+        nameRef = area.bytes(utf8);
+        if (count * 2L > slots.length) {
+          rehash(slots.length * 2);
+        }
+        place(hash, i);
+      }
+      int n = i * NAME;
+      names.putInt(n + N_NAME, nameRef).putInt(n + N_HASH, hash).put(n + N_TYPE, (byte) e.type().ordinal())
           .put(n + N_FLAGS, e.xattrs().isEmpty() ? 0 : XATTRS);
-      int r = recordsAt + i * REC;
-      b.putShort(r + R_MODE, (short) e.mode()).putInt(r + R_OWNER, recordArea[i * 4]).putLong(r + R_SIZE, e.size())
+      int r = i * REC;
+      records.putShort(r + R_MODE, (short) e.mode()).putInt(r + R_OWNER, area.owner(e)).putLong(r + R_SIZE, e.size())
           .putLong(r + R_MTIME_SECONDS, e.modTime().getEpochSecond()).putInt(r + R_MTIME_NANOS, e.modTime().getNano())
-          .putInt(r + R_LINK, recordArea[i * 4 + 1]).putInt(r + R_DIGEST, recordArea[i * 4 + 2])
-          .putInt(r + R_EXTRA, recordArea[i * 4 + 3]).putInt(r + R_FIRST_CHUNK, c)
-          .putInt(r + R_CHUNK_COUNT, e.chunks().size());
+          .putInt(r + R_LINK, e.linkName() == null ? -1 : area.string(e.linkName(), false))
+          .putInt(r + R_DIGEST, e.digest().map(area::digest).orElse(-1)).putInt(r + R_EXTRA, area.extra(e))
+          .putInt(r + R_FIRST_CHUNK, chunkCount).putInt(r + R_CHUNK_COUNT, e.chunks().size());
+      chunks = grown(chunks, ((long) chunkCount + e.chunks().size()) * CH);
       for (LayerChunk ch : e.chunks()) {
-        int o = chunksAt + c * CH;
-        b.putLong(o + C_FILE_OFFSET, ch.fileOffset()).putLong(o + C_SIZE, ch.size())
+        int o = chunkCount++ * CH;
+        chunks.putLong(o + C_FILE_OFFSET, ch.fileOffset()).putLong(o + C_SIZE, ch.size())
             .putLong(o + C_STORED_OFFSET, ch.stored().offset()).putLong(o + C_STORED_LENGTH, ch.stored().length())
-            .putLong(o + C_INNER_OFFSET, ch.innerOffset()).putInt(o + C_DIGEST, chunkDigests[c]);
-        c++;
+            .putLong(o + C_INNER_OFFSET, ch.innerOffset()).putInt(o + C_DIGEST, ch.digest() == null ? -1
+                : area.digest(ch.digest()));
       }
-      // Names are unique now: the first free slot from the name's own is its place.
-      int s = spread(hash) & (slots - 1);
-      while (b.getInt(slotsAt + s * 4) >= 0) {
-        s = (s + 1) & (slots - 1);
-      }
-      b.putInt(slotsAt + s * 4, i);
+      return i;
     }
-    b.put(areaAt, area.bytes, 0, area.length);
-    return new EntryTable(b);
+
+    private void place(int hash, int i) {
+      int mask = slots.length - 1;
+      int s = spread(hash) & mask;
+      while (slots[s] >= 0) {
+        s = (s + 1) & mask;
+      }
+      slots[s] = i;
+    }
+
+    private void rehash(int size) {
+      slots = new int[size];
+      Arrays.fill(slots, -1);
+      for (int i = 0; i < count; i++) {
+        place(names.getInt(i * NAME + N_HASH), i);
+      }
+    }
+
+    /** The table; the builder is not used after. */
+    EntryTable build() throws LayerFormatException {
+      if (replacedChunks > 0) {
+        // Replaced entries' chunks are dropped: every file's chunks stay together, in entry order.
+        ByteBuffer kept = ByteBuffer.allocate((chunkCount - replacedChunks) * CH).order(ByteOrder.LITTLE_ENDIAN);
+        int c = 0;
+        for (int i = 0; i < count; i++) {
+          int first = records.getInt(i * REC + R_FIRST_CHUNK);
+          int n = records.getInt(i * REC + R_CHUNK_COUNT);
+          kept.put(c * CH, chunks, first * CH, n * CH);
+          records.putInt(i * REC + R_FIRST_CHUNK, c);
+          c += n;
+        }
+        chunks = kept;
+        chunkCount = c;
+        replacedChunks = 0;
+      }
+      long contentSize = 0;
+      for (int i = 0; i < count; i++) {
+        if (type(i) == EntryType.REG) {
+          contentSize += records.getLong(i * REC + R_SIZE);
+        }
+      }
+      ByteBuffer table = ByteBuffer.allocate(slots.length * 4).order(ByteOrder.LITTLE_ENDIAN);
+      table.asIntBuffer().put(slots);
+      return new EntryTable(count, chunkCount, slots.length, contentSize, names.slice(0, count * NAME),
+          records.slice(0, count * REC), chunks.slice(0, chunkCount * CH), table,
+          ByteBuffer.wrap(area.bytes, 0, area.length).slice());
+    }
   }
 
   /** The variable-length area as it is written: strings, digests and owners each once where entries share them. */
@@ -272,6 +362,26 @@ final class EntryTable {
         shared.put(s, at);
       }
       return at;
+    }
+
+    /** A string given as its UTF-8 bytes, not shared. */
+    int bytes(byte[] utf8) {
+      int at = length;
+      putInt(utf8.length);
+      put(utf8);
+      return at;
+    }
+
+    /** Whether the string at {@code ref} is {@code utf8}. */
+    boolean equals(int ref, byte[] utf8) {
+      int n = (bytes[ref] & 0xff) | (bytes[ref + 1] & 0xff) << 8 | (bytes[ref + 2] & 0xff) << 16
+          | (bytes[ref + 3] & 0xff) << 24;
+      return n == utf8.length && Arrays.equals(bytes, ref + 4, ref + 4 + n, utf8, 0, n);
+    }
+
+    /** The string at {@code ref}. */
+    String string(int ref) {
+      return EntryTable.string(ByteBuffer.wrap(bytes, 0, length).order(ByteOrder.LITTLE_ENDIAN), ref);
     }
 
     int digest(Digest d) {
@@ -329,11 +439,6 @@ final class EntryTable {
     return h ^ (h >>> 16);
   }
 
-  /** The table's bytes, as the kept index file holds them. */
-  ByteBuffer bytes() {
-    return b.duplicate().clear();
-  }
-
   int size() {
     return count;
   }
@@ -342,98 +447,95 @@ final class EntryTable {
     return chunkCount;
   }
 
-  private int record(int i) {
-    return recordsAt + i * REC;
-  }
-
-  private int nameRecord(int i) {
-    return namesAt + i * NAME;
-  }
-
   EntryType type(int i) {
-    return TYPES[b.get(nameRecord(i) + N_TYPE)];
+    return TYPES[names.get(i * NAME + N_TYPE)];
   }
 
   /** The sum of the regular files' sizes. */
   long contentSize() {
-    return b.getLong(H_CONTENT_SIZE);
+    return contentSize;
   }
 
   long size(int i) {
-    return b.getLong(record(i) + R_SIZE);
+    return records.getLong(i * REC + R_SIZE);
   }
 
   /** The entry numbered {@code i} (layer order), made for the caller. */
   LayerEntry entry(int i) {
-    int r = record(i);
-    int owner = areaAt + b.getInt(r + R_OWNER);
-    int extra = b.getInt(r + R_EXTRA);
+    int r = i * REC;
+    int owner = records.getInt(r + R_OWNER);
+    int extra = records.getInt(r + R_EXTRA);
     int devMajor = 0;
     int devMinor = 0;
     Map<String, byte[]> xattrs = Map.of();
     if (extra >= 0) {
-      int x = areaAt + extra;
-      devMajor = b.getInt(x);
-      devMinor = b.getInt(x + 4);
-      int n = b.getInt(x + 8);
-      x += 12;
+      devMajor = area.getInt(extra);
+      devMinor = area.getInt(extra + 4);
+      int n = area.getInt(extra + 8);
+      int x = extra + 12;
       if (n > 0) {
         xattrs = new LinkedHashMap<>();
         for (int k = 0; k < n; k++) {
-          String key = string(b.getInt(x));
-          byte[] value = new byte[b.getInt(x + 4)];
-          b.get(x + 8, value);
+          String key = string(area, area.getInt(x));
+          byte[] value = new byte[area.getInt(x + 4)];
+          area.get(x + 8, value);
           xattrs.put(key, value);
           x += 8 + value.length;
         }
       }
     }
-    int first = b.getInt(r + R_FIRST_CHUNK);
-    int n = b.getInt(r + R_CHUNK_COUNT);
-    List<LayerChunk> chunks = n == 0 ? List.of() : new ChunkList(first, n);
-    return new LayerEntry(name(i), type(i), b.getLong(r + R_SIZE), b.getShort(r + R_MODE) & 0xffff,
-        b.getInt(owner), b.getInt(owner + 4), string(b.getInt(owner + 8)), string(b.getInt(owner + 12)),
-        Instant.ofEpochSecond(b.getLong(r + R_MTIME_SECONDS), b.getInt(r + R_MTIME_NANOS)), string(b.getInt(r + R_LINK)),
-        devMajor, devMinor, xattrs, Optional.ofNullable(digest(b.getInt(r + R_DIGEST))), chunks);
+    int first = records.getInt(r + R_FIRST_CHUNK);
+    int n = records.getInt(r + R_CHUNK_COUNT);
+    List<LayerChunk> chunkList = n == 0 ? List.of() : new ChunkList(first, n);
+    return new LayerEntry(name(i), type(i), records.getLong(r + R_SIZE), records.getShort(r + R_MODE) & 0xffff,
+        area.getInt(owner), area.getInt(owner + 4), string(area, area.getInt(owner + 8)),
+        string(area, area.getInt(owner + 12)),
+        Instant.ofEpochSecond(records.getLong(r + R_MTIME_SECONDS), records.getInt(r + R_MTIME_NANOS)),
+        string(area, records.getInt(r + R_LINK)), devMajor, devMinor, xattrs,
+        Optional.ofNullable(digest(records.getInt(r + R_DIGEST))), chunkList);
   }
 
   /** A hard link's target or a symlink's, without making the entry; null for other types. */
   String linkName(int i) {
-    return string(b.getInt(record(i) + R_LINK));
+    return string(area, records.getInt(i * REC + R_LINK));
   }
 
   /** Whether entry {@code i} has extended attributes. */
   boolean hasXattrs(int i) {
-    return (b.get(nameRecord(i) + N_FLAGS) & XATTRS) != 0;
+    return (names.get(i * NAME + N_FLAGS) & XATTRS) != 0;
   }
 
-  /** Where entry {@code i}'s name (UTF-8) starts in {@link #bytes}. */
+  /** The area, where names are ({@link #nameOffset}). */
+  ByteBuffer nameBytes() {
+    return area.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  /** Where entry {@code i}'s name (UTF-8) starts in {@link #nameBytes}. */
   int nameOffset(int i) {
-    return areaAt + b.getInt(nameRecord(i) + N_NAME) + 4;
+    return names.getInt(i * NAME + N_NAME) + 4;
   }
 
   /** The length in bytes of entry {@code i}'s name. */
   int nameLength(int i) {
-    return b.getInt(areaAt + b.getInt(nameRecord(i) + N_NAME));
+    return area.getInt(names.getInt(i * NAME + N_NAME));
   }
 
   /** The number of chunks of entry {@code i}. */
   int chunkCount(int i) {
-    return b.getInt(record(i) + R_CHUNK_COUNT);
+    return records.getInt(i * REC + R_CHUNK_COUNT);
   }
 
   /** The name of entry {@code i}. */
   String name(int i) {
-    return string(b.getInt(nameRecord(i) + N_NAME));
+    return string(area, names.getInt(i * NAME + N_NAME));
   }
 
-  private String string(int ref) {
+  private static String string(ByteBuffer area, int ref) {
     if (ref < 0) {
       return null;
     }
-    int at = areaAt + ref;
-    byte[] utf8 = new byte[b.getInt(at)];
-    b.get(at + 4, utf8);
+    byte[] utf8 = new byte[area.getInt(ref)];
+    area.get(ref + 4, utf8);
     return new String(utf8, StandardCharsets.UTF_8);
   }
 
@@ -441,17 +543,16 @@ final class EntryTable {
     if (ref < 0) {
       return null;
     }
-    int at = areaAt + ref;
-    byte[] raw = new byte[b.get(at) == 1 ? 32 : 64];
-    b.get(at + 1, raw);
+    byte[] raw = new byte[area.get(ref) == 1 ? 32 : 64];
+    area.get(ref + 1, raw);
     return Digest.ofRaw(raw.length == 32 ? "sha256" : "sha512", raw);
   }
 
   private LayerChunk chunk(int c) {
-    int o = chunksAt + c * CH;
-    return new LayerChunk(b.getLong(o + C_FILE_OFFSET), b.getLong(o + C_SIZE),
-        new ByteRange(b.getLong(o + C_STORED_OFFSET), b.getLong(o + C_STORED_LENGTH)), b.getLong(o + C_INNER_OFFSET),
-        digest(b.getInt(o + C_DIGEST)));
+    int o = c * CH;
+    return new LayerChunk(chunks.getLong(o + C_FILE_OFFSET), chunks.getLong(o + C_SIZE),
+        new ByteRange(chunks.getLong(o + C_STORED_OFFSET), chunks.getLong(o + C_STORED_LENGTH)),
+        chunks.getLong(o + C_INNER_OFFSET), digest(chunks.getInt(o + C_DIGEST)));
   }
 
   /** One file's chunks, made as they are asked for (List.copyOf in LayerEntry copies them once). */
@@ -479,11 +580,11 @@ final class EntryTable {
   private volatile int[] blobOrder;
 
   private long storedOffset(int c) {
-    return b.getLong(chunksAt + c * CH + C_STORED_OFFSET);
+    return chunks.getLong(c * CH + C_STORED_OFFSET);
   }
 
   private long storedLength(int c) {
-    return b.getLong(chunksAt + c * CH + C_STORED_LENGTH);
+    return chunks.getLong(c * CH + C_STORED_LENGTH);
   }
 
   private int[] blobOrder() {
@@ -519,7 +620,7 @@ final class EntryTable {
   /** Whether {@code test} holds for the digest of any chunk with stored bytes; no entry or chunk is made. */
   boolean anyStoredChunk(java.util.function.Predicate<Digest> test) {
     for (int c = 0; c < chunkCount; c++) {
-      int ref = b.getInt(chunksAt + c * CH + C_DIGEST);
+      int ref = chunks.getInt(c * CH + C_DIGEST);
       if (storedLength(c) > 0 && ref >= 0 && test.test(digest(ref))) {
         return true;
       }
@@ -553,16 +654,15 @@ final class EntryTable {
     int mask = slotCount - 1;
     byte[] utf8 = null;
     for (int s = spread(h) & mask; ; s = (s + 1) & mask) {
-      int i = b.getInt(slotsAt + s * 4);
+      int i = slots.getInt(s * 4);
       if (i < 0) {
         return -1;
       }
-      int r = nameRecord(i);
-      if (b.getInt(r + N_HASH) == h) {
+      if (names.getInt(i * NAME + N_HASH) == h) {
         if (utf8 == null) {
           utf8 = name.getBytes(StandardCharsets.UTF_8);
         }
-        if (nameEquals(b.getInt(r + N_NAME), utf8)) {
+        if (nameEquals(names.getInt(i * NAME + N_NAME), utf8)) {
           return i;
         }
       }
@@ -570,12 +670,11 @@ final class EntryTable {
   }
 
   private boolean nameEquals(int ref, byte[] utf8) {
-    int at = areaAt + ref;
-    if (b.getInt(at) != utf8.length) {
+    if (area.getInt(ref) != utf8.length) {
       return false;
     }
     for (int k = 0; k < utf8.length; k++) {
-      if (b.get(at + 4 + k) != utf8[k]) {
+      if (area.get(ref + 4 + k) != utf8[k]) {
         return false;
       }
     }

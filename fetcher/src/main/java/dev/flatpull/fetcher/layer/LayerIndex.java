@@ -192,7 +192,7 @@ public final class LayerIndex {
    * that works on names without making strings of them (a mount's tree of a million entries).
    */
   public java.nio.ByteBuffer nameBytes() {
-    return table.bytes().asReadOnlyBuffer();
+    return table.nameBytes().asReadOnlyBuffer();
   }
 
   /** Where entry {@code i}'s name (UTF-8) starts in {@link #nameBytes}. */

@@ -76,15 +76,19 @@ public final class LayerIndexFile {
     int pad = padding(first.size());
     ByteBuffer lead = ByteBuffer.allocate(4 + first.size() + pad).putInt(first.size()).put(first.toByteArray());
     lead.position(lead.limit()).flip();
-    ByteBuffer table = index.table().bytes();
+    List<ByteBuffer> body = new ArrayList<>(List.of(lead));
+    body.addAll(index.table().bytes());
     CRC32C crc = new CRC32C();
-    crc.update(lead.duplicate());
-    crc.update(table.duplicate());
-    long length = lead.remaining() + (long) table.remaining();
+    long length = 0;
+    for (ByteBuffer part : body) {
+      crc.update(part.duplicate());
+      length += part.remaining();
+    }
     ByteBuffer header = ByteBuffer.allocate(HEADER).put(MAGIC).putInt(VERSION).putInt((int) crc.getValue())
         .putLong(length).flip();
+    body.add(0, header);
     long at = 0;
-    for (ByteBuffer part : new ByteBuffer[] {header, lead, table}) {
+    for (ByteBuffer part : body) {
       while (part.hasRemaining()) {
         at += file.write(part, at);
       }

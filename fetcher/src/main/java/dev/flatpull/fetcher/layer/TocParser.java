@@ -387,12 +387,17 @@ final class TocParser {
     survey.starts = null;
 
     Interner strings = new Interner();
-    List<LayerEntry> entries = new ArrayList<>(survey.entries);
+    // Entries go into the index's table as they are read; no entry object outlives its own (a TOC of a million entries
+    // held that many until the table was built from them, docs/benchmarks.md, index memory).
+    EntryTable.Builder entries = new EntryTable.Builder(survey.entries);
     List<LayerEntry> hardLinks = new ArrayList<>();
     List<ByteRange> stored = new ArrayList<>();
     // Each file's frames as its entry's endOffset bounds them (containers/storage): files must not share frames.
     List<ByteRange> frames = new ArrayList<>();
-    List<String> order = new ArrayList<>();
+    // The regular files' entry numbers in layer order (the names before the prefetch landmark are the prioritized
+    // files): 4 bytes a file, where a list of their names held a string each.
+    int[][] order = {new int[64]};
+    int[] ordered = {0};
     int[] landmarkAt = {-1};
     Builder[] current = {null};
     EntryVisitor builder = (i, e) -> {
@@ -409,7 +414,11 @@ final class TocParser {
         return;
       }
       if (current[0] != null) {
-        add(current[0].build(layer), entries, hardLinks, stored);
+        int number = add(current[0].build(layer), entries, hardLinks, stored);
+        if (ordered[0] == order[0].length) {
+          order[0] = java.util.Arrays.copyOf(order[0], ordered[0] * 2);
+        }
+        order[0][ordered[0]++] = number;
         current[0].frames().ifPresent(frames::add);
         current[0] = null;
       }
@@ -419,7 +428,7 @@ final class TocParser {
       }
       if (type == EntryType.REG && (name.equals(LayerIndex.PREFETCH_LANDMARK) || name.equals(LayerIndex.NO_PREFETCH_LANDMARK))) {
         if (name.equals(LayerIndex.PREFETCH_LANDMARK)) {
-          landmarkAt[0] = order.size();
+          landmarkAt[0] = ordered[0];
         }
         return;
       }
@@ -429,23 +438,21 @@ final class TocParser {
           b.addChunk(e, where, starts, dataEnd, limits, strings);
         }
         current[0] = b;
-        order.add(name);
       } else {
         add(b.build(layer), entries, hardLinks, stored);
       }
     };
     stream(json, layer, null, builder, limits.maxTocEntries());
     if (current[0] != null) {
-      add(current[0].build(layer), entries, hardLinks, stored);
+      int number = add(current[0].build(layer), entries, hardLinks, stored);
+      order[0] = java.util.Arrays.copyOf(order[0], ordered[0] + 1);
+      order[0][ordered[0]++] = number;
       current[0].frames().ifPresent(frames::add);
     }
     if (!hardLinks.isEmpty()) {
-      Map<String, EntryType> types = new HashMap<>();
-      for (LayerEntry x : entries) {
-        types.put(x.name(), x.type());
-      }
       for (LayerEntry link : hardLinks) {
-        EntryType target = types.get(link.linkName());
+        int at = entries.find(link.linkName());
+        EntryType target = at < 0 ? null : entries.type(at);
         if (target == null || target == EntryType.HARDLINK || target == EntryType.DIR) {
           throw new LayerFormatException(
               layer + ": hard link '" + link.name() + "' points at missing or invalid entry '" + link.linkName() + "'");
@@ -454,7 +461,10 @@ final class TocParser {
     }
     checkNoOverlap(stored, layer);
     checkNoOverlap(frames, layer);
-    List<String> prioritized = landmarkAt[0] < 0 ? List.of() : List.copyOf(order.subList(0, landmarkAt[0]));
+    List<String> prioritized = new ArrayList<>();
+    for (int k = 0; k < Math.max(0, landmarkAt[0]); k++) {
+      prioritized.add(entries.name(order[0][k]));
+    }
     Optional<Digest> tarSplit;
     try {
       tarSplit = survey.tarSplitDigest == null || survey.tarSplitDigest.isEmpty() ? Optional.empty()
@@ -462,11 +472,13 @@ final class TocParser {
     } catch (IllegalArgumentException e) {
       throw new LayerFormatException(layer + ": TOC tarSplitDigest: " + e.getMessage(), e);
     }
-    return new LayerIndex(format, blob, tocDigest, compression, entries, prioritized, tarSplit, false);
+    return new LayerIndex(format, blob, tocDigest, compression, entries.build(), prioritized, tarSplit, false, null, 0,
+        false);
   }
 
-  private static void add(LayerEntry entry, List<LayerEntry> entries, List<LayerEntry> hardLinks,
-      List<ByteRange> stored) {
+  /** Adds {@code entry} to the table; returns its number there. */
+  private static int add(LayerEntry entry, EntryTable.Builder entries, List<LayerEntry> hardLinks,
+      List<ByteRange> stored) throws LayerFormatException {
     if (entry.type() == EntryType.HARDLINK) {
       hardLinks.add(entry);
     }
@@ -475,7 +487,7 @@ final class TocParser {
         stored.add(c.stored());
       }
     }
-    entries.add(entry);
+    return entries.add(entry);
   }
 
   /**

@@ -182,12 +182,12 @@ class LayerIndexFileTest {
 
   @Test
   void aTableThatDoesNotHoldTogether_isRefusedEvenWithAMatchingChecksum() throws Exception {
-    // Counts, name table size and a section's place, each wrong while the checksum holds: a file written by another
+    // Entries, chunks, the name table's size and the area's length, each wrong while the checksum holds: a file written by another
     // build's bug must be refused when opened, not fail a read later.
     assertRefused("malformed", b -> tableFieldSet(b, 0, 1 << 30));
     assertRefused("malformed", b -> tableFieldSet(b, 8, 3));
-    assertRefused("malformed", b -> tableFieldSet(b, 16, 40));
-    assertRefused("malformed", b -> tableFieldSet(b, 28, 7));
+    assertRefused("malformed", b -> tableFieldSet(b, 4, 40));
+    assertRefused("malformed", b -> tableFieldSet(b, 12, 7));
   }
 
   @Test
