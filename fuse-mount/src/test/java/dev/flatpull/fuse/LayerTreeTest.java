@@ -21,6 +21,7 @@ import java.nio.file.Path;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -154,6 +155,49 @@ class LayerTreeTest {
     assertEquals(List.of("d"), top.children());
     assertEquals(3, top.links(), "., its entry in the root, and one subdirectory");
     assertEquals(List.of("f"), tree.lookup("/" + deepDir.substring(0, deepDir.length() - 1)).orElseThrow().children());
+  }
+
+  private LayerTree treeOf(List<TarHeader> headers) throws Exception {
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    for (TarHeader x : headers) {
+      TarWriter.writeHeader(out, x);
+    }
+    TarWriter.writeEnd(out);
+    Path tar = dir.resolve("order-" + headers.size() + ".tar");
+    Files.write(tar, out.toByteArray());
+    Descriptor d = new Descriptor(MediaTypes.OCI_LAYER, Digest.sha256(out.toByteArray()), out.size(), Map.of());
+    return LayerTree.of(PlainLayerIndexer.open(d, tar, tar, FetchLimits.DEFAULTS).index());
+  }
+
+  /** What a layer lists later wins, as a tar unpacked in order leaves it; names are compared by their bytes. */
+  @Test
+  void of_laterEntries_replaceEarlierOnes_asUnpackingInOrderWould() throws Exception {
+    LayerTree t = treeOf(List.of(
+        h("a/b/file", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
+        h("a/", TarHeader.DIR, 0700, "", 0, 0, Map.of()),
+        h("x/y/z", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
+        h("x/y", TarHeader.FIFO, 0644, "", 0, 0, Map.of()),
+        h("x/y/after", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
+        h("w/gone/f", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
+        h("w/.wh.gone", TarHeader.REG, 0, "", 0, 0, Map.of()),
+        h("é/ü", TarHeader.FIFO, 0600, "", 0, 0, Map.of()),
+        h("l", TarHeader.HARDLINK, 0, "é/ü", 0, 0, Map.of())));
+    Node a = t.lookup("/a").orElseThrow();
+    assertEquals(0700, a.mode(), "a directory listed after its children takes its own attributes");
+    assertEquals(List.of("b"), a.children(), "and keeps its children");
+    assertEquals(a.ino(), t.child(t.lookup("/").orElseThrow(), "a").orElseThrow().ino());
+    assertEquals(Kind.FIFO, t.lookup("/x/y").orElseThrow().kind(), "a file listed where a directory was");
+    assertTrue(t.lookup("/x/y/z").isEmpty(), "hides what was under it");
+    assertTrue(t.lookup("/x/y/after").isEmpty(), "and nothing can be under a file");
+    assertEquals(Kind.CHAR, t.lookup("/w/gone").orElseThrow().kind(), "a whiteout replaces what it names");
+    assertTrue(t.lookup("/w/gone/f").isEmpty());
+    assertEquals(List.of("gone"), t.lookup("/w").orElseThrow().children());
+    Node u = t.lookup("/é/ü").orElseThrow();
+    assertEquals(u, t.lookup("/l").orElseThrow(), "a hard link to a name of two-byte characters");
+    assertEquals(2, u.links());
+    assertEquals(List.of("ü"), t.lookup("/é").orElseThrow().children());
+    assertTrue(t.child(t.lookup("/é").orElseThrow(), "u").isEmpty());
+    assertEquals(Optional.of("é/ü"), u.path());
   }
 
   @Test
