@@ -19,7 +19,8 @@ import java.util.RandomAccess;
 /**
  * A layer's entries as flat records, with no Java object per entry: fixed-size entry and chunk records, an
  * open-addressing table of the entries by name, and one area for what varies in length (names, digests, owners,
- * extended attributes), each stored once where entries share it. A {@link LayerEntry} is made when asked for and
+ * extended attributes), owners and the names of users, groups and attributes stored once, and a file's digest shared
+ * with its single chunk's. A {@link LayerEntry} is made when asked for and
  * dropped by its caller. The sections are on the heap when the index was just parsed from a TOC (written by a
  * {@link Builder} as the TOC is read, with no entry kept), or slices of a read-only map of the node's kept index file
  * ({@link LayerIndexFile}), used in place: a later mount of the layer reads nothing but the pages its lookups touch
@@ -251,16 +252,22 @@ final class EntryTable {
       records.putShort(r + R_MODE, (short) e.mode()).putInt(r + R_OWNER, area.owner(e)).putLong(r + R_SIZE, e.size())
           .putLong(r + R_MTIME_SECONDS, e.modTime().getEpochSecond()).putInt(r + R_MTIME_NANOS, e.modTime().getNano())
           .putInt(r + R_LINK, e.linkName() == null ? -1 : area.string(e.linkName(), false))
-          .putInt(r + R_DIGEST, e.digest().map(area::digest).orElse(-1)).putInt(r + R_EXTRA, area.extra(e))
+          .putInt(r + R_EXTRA, area.extra(e))
           .putInt(r + R_FIRST_CHUNK, chunkCount).putInt(r + R_CHUNK_COUNT, e.chunks().size());
       chunks = grown(chunks, ((long) chunkCount + e.chunks().size()) * CH);
+      Digest whole = e.digest().orElse(null);
+      int wholeRef = -1;
       for (LayerChunk ch : e.chunks()) {
         int o = chunkCount++ * CH;
+        int ref = ch.digest() == null ? -1 : area.digest(ch.digest());
+        if (whole != null && wholeRef < 0 && whole.equals(ch.digest())) {
+          wholeRef = ref; // a file of one chunk: its digest is its chunk's, stored once
+        }
         chunks.putLong(o + C_FILE_OFFSET, ch.fileOffset()).putLong(o + C_SIZE, ch.size())
             .putLong(o + C_STORED_OFFSET, ch.stored().offset()).putLong(o + C_STORED_LENGTH, ch.stored().length())
-            .putLong(o + C_INNER_OFFSET, ch.innerOffset()).putInt(o + C_DIGEST, ch.digest() == null ? -1
-                : area.digest(ch.digest()));
+            .putLong(o + C_INNER_OFFSET, ch.innerOffset()).putInt(o + C_DIGEST, ref);
       }
+      records.putInt(r + R_DIGEST, whole == null ? -1 : wholeRef >= 0 ? wholeRef : area.digest(whole));
       return i;
     }
 
@@ -312,14 +319,12 @@ final class EntryTable {
     }
   }
 
-  /** The variable-length area as it is written: strings, digests and owners each once where entries share them. */
+  /** The variable-length area as it is written. */
   private static final class Area {
     byte[] bytes = new byte[1 << 16];
     int length;
-    // Only what repeats is shared: user and group names, attribute keys, owners, digests (a one-chunk file's digest is
-    // its chunk's).
+    // Only what repeats is shared: user and group names, attribute keys, owners.
     private final Map<String, Integer> shared = new HashMap<>();
-    private final Map<Digest, Integer> digests = new HashMap<>();
     private final Map<List<Object>, Integer> owners = new HashMap<>();
 
     private void ensure(int more) {
@@ -384,31 +389,45 @@ final class EntryTable {
       return EntryTable.string(ByteBuffer.wrap(bytes, 0, length).order(ByteOrder.LITTLE_ENDIAN), ref);
     }
 
+    /**
+     * A digest, stored where it is written: chunk digests are nearly all distinct, and a map of them all cost more
+     * than the few shared ones (a file's single chunk shares its file's, see add).
+     */
     int digest(Digest d) {
-      return digests.computeIfAbsent(d, x -> {
-        int at = length;
-        ensure(1);
-        bytes[length++] = (byte) (x.algorithm().equals("sha256") ? 1 : 2);
-        put(x.raw());
-        return at;
-      });
+      int at = length;
+      ensure(1);
+      bytes[length++] = (byte) (d.algorithm().equals("sha256") ? 1 : 2);
+      put(d.raw());
+      return at;
     }
 
+    // The owner written last: a layer's entries come in runs of one owner, and a map lookup per entry is the
+    // table's largest cost while a TOC is parsed.
+    private LayerEntry lastOwned;
+    private int lastOwner = -1;
+
     int owner(LayerEntry e) {
+      LayerEntry last = lastOwned;
+      if (last != null && last.uid() == e.uid() && last.gid() == e.gid()
+          && java.util.Objects.equals(last.userName(), e.userName())
+          && java.util.Objects.equals(last.groupName(), e.groupName())) {
+        return lastOwner;
+      }
       List<Object> key = Arrays.asList(e.uid(), e.gid(), e.userName(), e.groupName());
       Integer known = owners.get(key);
-      if (known != null) {
-        return known;
+      if (known == null) {
+        int user = e.userName() == null ? -1 : string(e.userName(), true);
+        int group = e.groupName() == null ? -1 : string(e.groupName(), true);
+        known = length;
+        putInt(e.uid());
+        putInt(e.gid());
+        putInt(user);
+        putInt(group);
+        owners.put(key, known);
       }
-      int user = e.userName() == null ? -1 : string(e.userName(), true);
-      int group = e.groupName() == null ? -1 : string(e.groupName(), true);
-      int at = length;
-      putInt(e.uid());
-      putInt(e.gid());
-      putInt(user);
-      putInt(group);
-      owners.put(key, at);
-      return at;
+      lastOwned = e;
+      lastOwner = known;
+      return known;
     }
 
     /** Device numbers and extended attributes, which nearly no entry has: -1 then. */
