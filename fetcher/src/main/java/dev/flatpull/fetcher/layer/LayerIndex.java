@@ -235,6 +235,11 @@ public final class LayerIndex {
     return Optional.ofNullable(lookup(p));
   }
 
+  /** The number of the entry named exactly {@code name} (a clean path), or -1. */
+  int numberOf(String name) {
+    return table.find(name);
+  }
+
   /** The entry that holds the content of {@code e}: itself, or the target of a hard link. */
   public LayerEntry contentOf(LayerEntry e) {
     LayerEntry cur = e;

@@ -15,7 +15,6 @@ import java.io.InputStream;
 import java.security.MessageDigest;
 import java.time.temporal.ChronoUnit;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.Map;
 
 /**
@@ -81,10 +80,8 @@ public final class TarSplit {
    */
   static void checkMatches(byte[] compressed, long length, LayerIndex index, String layer, FetchLimits limits)
       throws IOException {
-    Map<String, LayerEntry> pending = new HashMap<>();
-    for (LayerEntry e : index.entries()) {
-      pending.put(e.name(), e);
-    }
+    // The entries matched so far, by number: each is made from the index only when its header comes.
+    java.util.BitSet matched = new java.util.BitSet(index.entryCount());
     long count = 0;
     TarHeader h;
     try (Lines parsed = new Lines(compressed, length, layer)) {
@@ -98,11 +95,12 @@ public final class TarSplit {
         if (name.equals(LayerIndex.PREFETCH_LANDMARK) || name.equals(LayerIndex.NO_PREFETCH_LANDMARK)) {
           continue;
         }
-        LayerEntry e = pending.remove(name);
-        if (e == null) {
+        int number = index.numberOf(name);
+        if (number < 0 || matched.get(number)) {
           throw new LayerFormatException(where + " is missing from the TOC (or listed twice)");
         }
-        String mismatch = mismatch(e, h, where);
+        matched.set(number);
+        String mismatch = mismatch(index.entryAt(number), h, where);
         if (mismatch != null) {
           throw new LayerFormatException(layer + ": TOC and tar-split disagree about '" + name + "': " + mismatch);
         }
@@ -110,9 +108,15 @@ public final class TarSplit {
     } catch (TarFormatException e) {
       throw new LayerFormatException(layer + ": tar-split does not rebuild a tar stream: " + e.getMessage(), e);
     }
-    if (!pending.isEmpty()) {
-      throw new LayerFormatException(layer + ": TOC entry '" + pending.keySet().stream().sorted().findFirst().get()
-          + "' is missing from the tar-split (" + pending.size() + " in all)");
+    int missing = index.entryCount() - matched.cardinality();
+    if (missing > 0) {
+      String first = null;
+      for (int i = matched.nextClearBit(0); i < index.entryCount(); i = matched.nextClearBit(i + 1)) {
+        String n = index.nameAt(i);
+        first = first == null || n.compareTo(first) < 0 ? n : first;
+      }
+      throw new LayerFormatException(layer + ": TOC entry '" + first + "' is missing from the tar-split (" + missing
+          + " in all)");
     }
   }
 
