@@ -69,15 +69,17 @@ public final class LayerTree {
     private final LayerTree tree;
     private final int ino;
     private final Kind kind;
-    private final LayerEntry entry;
     private final boolean whiteout;
+    // The index entry the node stands for, -1 for a directory the index omits. Attributes are read from its records;
+    // the entry itself is made only for a file's content and for extended attributes.
+    private final int entry;
 
     private Node(LayerTree tree, int ino) {
       this.tree = tree;
       this.ino = ino;
       this.kind = KINDS[tree.kinds[ino] & KIND_MASK];
       this.whiteout = (tree.kinds[ino] & WHITEOUT) != 0;
-      this.entry = tree.entryOf[ino] < 0 ? null : tree.cachedEntry(tree.entryOf[ino]);
+      this.entry = tree.entryOf[ino];
     }
 
     public long ino() {
@@ -106,49 +108,50 @@ public final class LayerTree {
       if (whiteout) {
         return 0;
       }
-      if (entry == null) {
+      if (entry < 0) {
         return 0755;
       }
-      return kind == Kind.SYMLINK ? 0777 : entry.mode();
+      return kind == Kind.SYMLINK ? 0777 : tree.index.modeAt(entry);
     }
 
     public int uid() {
-      return entry == null ? 0 : entry.uid();
+      return entry < 0 ? 0 : tree.index.uidAt(entry);
     }
 
     public int gid() {
-      return entry == null ? 0 : entry.gid();
+      return entry < 0 ? 0 : tree.index.gidAt(entry);
     }
 
     /** The file size; a symlink's is its target's length in bytes. */
     public long size() {
       return switch (kind) {
-        case REG -> entry.size();
-        case SYMLINK -> entry.linkName().getBytes(StandardCharsets.UTF_8).length;
+        case REG -> tree.index.sizeAt(entry);
+        case SYMLINK -> tree.index.linkNameAt(entry).getBytes(StandardCharsets.UTF_8).length;
         default -> 0;
       };
     }
 
     public Instant modTime() {
-      return entry == null ? Instant.EPOCH : entry.modTime();
+      return entry < 0 ? Instant.EPOCH : tree.index.modTimeAt(entry);
     }
 
     /** A symlink's target; empty for every other kind. */
     public String symlinkTarget() {
-      return kind == Kind.SYMLINK ? entry.linkName() : "";
+      return kind == Kind.SYMLINK ? tree.index.linkNameAt(entry) : "";
     }
 
     public int devMajor() {
-      return !whiteout && (kind == Kind.CHAR || kind == Kind.BLOCK) ? entry.devMajor() : 0;
+      return !whiteout && (kind == Kind.CHAR || kind == Kind.BLOCK) ? tree.index.devMajorAt(entry) : 0;
     }
 
     public int devMinor() {
-      return !whiteout && (kind == Kind.CHAR || kind == Kind.BLOCK) ? entry.devMinor() : 0;
+      return !whiteout && (kind == Kind.CHAR || kind == Kind.BLOCK) ? tree.index.devMinorAt(entry) : 0;
     }
 
     /** Extended attributes, values as raw bytes. */
     public Map<String, byte[]> xattrs() {
-      Map<String, byte[]> own = whiteout || entry == null ? Map.of() : shown(entry.xattrs());
+      Map<String, byte[]> own = whiteout || entry < 0 || !tree.index.hasXattrsAt(entry) ? Map.of()
+          : shown(tree.cachedEntry(entry).xattrs());
       if (kind != Kind.DIR || (tree.kinds[ino] & OPAQUE) == 0) {
         return own;
       }
@@ -169,7 +172,7 @@ public final class LayerTree {
 
     /** For a regular file, the entry whose chunks hold its bytes; null otherwise. */
     public LayerEntry content() {
-      return kind == Kind.REG ? entry : null;
+      return kind == Kind.REG ? tree.cachedEntry(entry) : null;
     }
 
     /** Names of a directory's entries, in layer order. */
@@ -192,14 +195,15 @@ public final class LayerTree {
       if (ino == ROOT) {
         return Optional.of("");
       }
-      if (entry == null) {
+      if (entry < 0) {
         return Optional.empty();
       }
+      String name = tree.index.nameAt(entry);
       if (!whiteout) {
-        return Optional.of(entry.name());
+        return Optional.of(name);
       }
-      int base = entry.name().lastIndexOf('/') + 1;
-      return Optional.of(entry.name().substring(0, base) + entry.name().substring(base + WHITEOUT_PREFIX.length));
+      int base = name.lastIndexOf('/') + 1;
+      return Optional.of(name.substring(0, base) + name.substring(base + WHITEOUT_PREFIX.length));
     }
 
     @Override

@@ -514,6 +514,39 @@ final class EntryTable {
         Optional.ofNullable(digest(records.getInt(r + R_DIGEST))), chunkList);
   }
 
+  /** Permission bits of entry {@code i}, with setuid, setgid and sticky. */
+  int mode(int i) {
+    return records.getShort(i * REC + R_MODE) & 0xffff;
+  }
+
+  int uid(int i) {
+    return area.getInt(records.getInt(i * REC + R_OWNER));
+  }
+
+  int gid(int i) {
+    return area.getInt(records.getInt(i * REC + R_OWNER) + 4);
+  }
+
+  long modSeconds(int i) {
+    return records.getLong(i * REC + R_MTIME_SECONDS);
+  }
+
+  int modNanos(int i) {
+    return records.getInt(i * REC + R_MTIME_NANOS);
+  }
+
+  /** A device's major number (0 without one). */
+  int devMajor(int i) {
+    int extra = records.getInt(i * REC + R_EXTRA);
+    return extra < 0 ? 0 : area.getInt(extra);
+  }
+
+  /** A device's minor number (0 without one). */
+  int devMinor(int i) {
+    int extra = records.getInt(i * REC + R_EXTRA);
+    return extra < 0 ? 0 : area.getInt(extra + 4);
+  }
+
   /** A hard link's target or a symlink's, without making the entry; null for other types. */
   String linkName(int i) {
     return string(area, records.getInt(i * REC + R_LINK));

@@ -177,6 +177,37 @@ public final class LayerIndex {
     return table.size(java.util.Objects.checkIndex(i, table.size()));
   }
 
+  /** The permission bits of entry {@code i} (with setuid, setgid and sticky), without making the entry. */
+  public int modeAt(int i) {
+    return table.mode(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The owner's uid of entry {@code i}, without making the entry. */
+  public int uidAt(int i) {
+    return table.uid(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The owner's gid of entry {@code i}, without making the entry. */
+  public int gidAt(int i) {
+    return table.gid(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The modification time of entry {@code i}, without making the entry. */
+  public java.time.Instant modTimeAt(int i) {
+    java.util.Objects.checkIndex(i, table.size());
+    return java.time.Instant.ofEpochSecond(table.modSeconds(i), table.modNanos(i));
+  }
+
+  /** The device's major number of entry {@code i} (0 for every type but a device), without making the entry. */
+  public int devMajorAt(int i) {
+    return table.devMajor(java.util.Objects.checkIndex(i, table.size()));
+  }
+
+  /** The device's minor number of entry {@code i} (0 for every type but a device), without making the entry. */
+  public int devMinorAt(int i) {
+    return table.devMinor(java.util.Objects.checkIndex(i, table.size()));
+  }
+
   /** The number of chunks of entry {@code i} (0 for every type but a regular file), without making the entry. */
   public int chunkCountAt(int i) {
     return table.chunkCount(java.util.Objects.checkIndex(i, table.size()));
