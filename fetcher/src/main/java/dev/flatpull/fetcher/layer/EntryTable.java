@@ -18,9 +18,9 @@ import java.util.RandomAccess;
 
 /**
  * A layer's entries as flat records, with no Java object per entry: fixed-size entry and chunk records, an
- * open-addressing table of the entries by name, and one area for what varies in length (names, digests, owners,
- * extended attributes), owners and the names of users, groups and attributes stored once, and a file's digest shared
- * with its single chunk's. A {@link LayerEntry} is made when asked for and
+ * open-addressing table of the entries by name, the entries' names, and one area for the rest of what varies in
+ * length (digests, owners, link targets, extended attributes; owners and the names of users, groups and attributes
+ * stored once, a file's digest shared with its single chunk's). A {@link LayerEntry} is made when asked for and
  * dropped by its caller. The sections are on the heap when the index was just parsed from a TOC (written by a
  * {@link Builder} as the TOC is read, with no entry kept), or slices of a read-only map of the node's kept index file
  * ({@link LayerIndexFile}), used in place: a later mount of the layer reads nothing but the pages its lookups touch
@@ -30,8 +30,8 @@ import java.util.RandomAccess;
  * total size, then the sections, each from a multiple of 8: per entry in layer order, a {@value #NAME}-byte record of
  * what a tree and a lookup by name read (the name, its hash, the type, whether it has extended attributes); per entry,
  * the {@value #REC}-byte record of the rest; the chunk records ({@value #CH} bytes each, every file's in file order);
- * the name table ({@code int} entry numbers, -1 for a free slot, a power of two above the entries); and the variable
- * area, addressed by offsets into it (-1 for none), every entry's name first. A mount of a kept file thus touches the
+ * the name table ({@code int} entry numbers, -1 for a free slot, a power of two above the entries); the variable area,
+ * addressed by offsets into it (-1 for none); and the entries' names, apart. A mount of a kept file thus touches the
  * name records and the names, about a third of the file; the rest is read where a file is opened or read.
  */
 final class EntryTable {
@@ -40,7 +40,8 @@ final class EntryTable {
   private static final int H_CHUNKS = 4;
   private static final int H_SLOTS = 8;
   private static final int H_AREA_LENGTH = 12;
-  private static final int H_CONTENT_SIZE = 16;
+  private static final int H_PATHS_LENGTH = 16;
+  private static final int H_CONTENT_SIZE = 24;
 
   // What a mount's tree and a lookup by name read of every entry, apart from the rest (see the class comment).
   static final int NAME = 12;
@@ -81,9 +82,12 @@ final class EntryTable {
   private final ByteBuffer chunks;
   private final ByteBuffer slots;
   private final ByteBuffer area;
+  // The entries' names (paths), apart from the rest of the area: a mount's tree reads every one of them and nothing
+  // else there.
+  private final ByteBuffer paths;
 
   private EntryTable(int count, int chunkCount, int slotCount, long contentSize, ByteBuffer names, ByteBuffer records,
-      ByteBuffer chunks, ByteBuffer slots, ByteBuffer area) {
+      ByteBuffer chunks, ByteBuffer slots, ByteBuffer area, ByteBuffer paths) {
     this.count = count;
     this.chunkCount = chunkCount;
     this.slotCount = slotCount;
@@ -93,6 +97,7 @@ final class EntryTable {
     this.chunks = chunks.order(ByteOrder.LITTLE_ENDIAN);
     this.slots = slots.order(ByteOrder.LITTLE_ENDIAN);
     this.area = area.order(ByteOrder.LITTLE_ENDIAN);
+    this.paths = paths.order(ByteOrder.LITTLE_ENDIAN);
   }
 
   private static int padded(long length) {
@@ -114,9 +119,12 @@ final class EntryTable {
     int chunkCount = b.getInt(H_CHUNKS);
     int slotCount = b.getInt(H_SLOTS);
     int areaLength = b.getInt(H_AREA_LENGTH);
-    require(count >= 0 && chunkCount >= 0 && slotCount >= 0 && areaLength >= 0, "negative counts");
+    int pathsLength = b.getInt(H_PATHS_LENGTH);
+    require(count >= 0 && chunkCount >= 0 && slotCount >= 0 && areaLength >= 0 && pathsLength >= 0,
+        "negative counts");
     require(slotCount >= 2 && Integer.bitCount(slotCount) == 1 && slotCount > count, "a name table of " + slotCount);
-    long[] lengths = {(long) count * NAME, (long) count * REC, (long) chunkCount * CH, (long) slotCount * 4, areaLength};
+    long[] lengths = {(long) count * NAME, (long) count * REC, (long) chunkCount * CH, (long) slotCount * 4, areaLength,
+        pathsLength};
     long total = HEAD;
     for (long l : lengths) {
       total += padded(l);
@@ -129,7 +137,7 @@ final class EntryTable {
       at += padded(lengths[k]);
     }
     return new EntryTable(count, chunkCount, slotCount, b.getLong(H_CONTENT_SIZE), sections[0], sections[1],
-        sections[2], sections[3], sections[4]);
+        sections[2], sections[3], sections[4], sections[5]);
   }
 
   private static void require(boolean ok, String what) {
@@ -141,10 +149,10 @@ final class EntryTable {
   /** The table as the kept index file holds it: the head, then each section, padded to a multiple of 8. */
   List<ByteBuffer> bytes() {
     ByteBuffer head = ByteBuffer.allocate(HEAD).order(ByteOrder.LITTLE_ENDIAN).putInt(H_COUNT, count)
-        .putInt(H_CHUNKS, chunkCount).putInt(H_SLOTS, slotCount).putInt(H_AREA_LENGTH, area.limit())
+        .putInt(H_CHUNKS, chunkCount).putInt(H_SLOTS, slotCount).putInt(H_AREA_LENGTH, area.limit()).putInt(H_PATHS_LENGTH, paths.limit())
         .putLong(H_CONTENT_SIZE, contentSize);
     List<ByteBuffer> out = new ArrayList<>(List.of(head));
-    for (ByteBuffer section : List.of(names, records, chunks, slots, area)) {
+    for (ByteBuffer section : List.of(names, records, chunks, slots, area, paths)) {
       out.add(section.duplicate().clear());
       int pad = padded(section.limit()) - section.limit();
       if (pad > 0) {
@@ -176,6 +184,7 @@ final class EntryTable {
     private int chunkCount;
     private int replacedChunks;
     private final Area area = new Area();
+    private final Area paths = new Area();
 
     /** @param expected the entries expected (a first pass counted them), to size the sections once */
     Builder(int expected) {
@@ -210,7 +219,7 @@ final class EntryTable {
       int mask = slots.length - 1;
       for (int s = spread(hash) & mask; ; s = (s + 1) & mask) {
         int i = slots[s];
-        if (i < 0 || (names.getInt(i * NAME + N_HASH) == hash && area.equals(names.getInt(i * NAME + N_NAME), utf8))) {
+        if (i < 0 || (names.getInt(i * NAME + N_HASH) == hash && paths.equals(names.getInt(i * NAME + N_NAME), utf8))) {
           return i;
         }
       }
@@ -223,7 +232,7 @@ final class EntryTable {
 
     /** The name of entry {@code i}. */
     String name(int i) {
-      return area.string(names.getInt(i * NAME + N_NAME));
+      return paths.string(names.getInt(i * NAME + N_NAME));
     }
 
     /** Adds {@code e}, or replaces the entry of its name; returns its number. */
@@ -239,7 +248,7 @@ final class EntryTable {
         i = count++;
         names = grown(names, (long) count * NAME);
         records = grown(records, (long) count * REC);
-        nameRef = area.bytes(utf8);
+        nameRef = paths.bytes(utf8);
         if (count * 2L > slots.length) {
           rehash(slots.length * 2);
         }
@@ -288,6 +297,14 @@ final class EntryTable {
       }
     }
 
+    /** The first {@code length} bytes of {@code b}: a copy when more than an eighth of it is unused. */
+    private static ByteBuffer used(ByteBuffer b, int length) {
+      if (b.capacity() - length > b.capacity() / 8) {
+        return ByteBuffer.wrap(Arrays.copyOf(b.array(), length));
+      }
+      return b.slice(0, length);
+    }
+
     /** The table; the builder is not used after. */
     EntryTable build() throws LayerFormatException {
       if (replacedChunks > 0) {
@@ -313,9 +330,9 @@ final class EntryTable {
       }
       ByteBuffer table = ByteBuffer.allocate(slots.length * 4).order(ByteOrder.LITTLE_ENDIAN);
       table.asIntBuffer().put(slots);
-      return new EntryTable(count, chunkCount, slots.length, contentSize, names.slice(0, count * NAME),
-          records.slice(0, count * REC), chunks.slice(0, chunkCount * CH), table,
-          ByteBuffer.wrap(area.bytes, 0, area.length).slice());
+      return new EntryTable(count, chunkCount, slots.length, contentSize, used(names, count * NAME),
+          used(records, count * REC), used(chunks, chunkCount * CH), table,
+          area.trimmed(), paths.trimmed());
     }
   }
 
@@ -367,6 +384,16 @@ final class EntryTable {
         shared.put(s, at);
       }
       return at;
+    }
+
+    /**
+     * What was written, as a buffer: the array itself when little of it is unused, else a copy of what was written
+     * (the array doubles as it grows, and the table keeps it for as long as the layer is mounted).
+     */
+    ByteBuffer trimmed() {
+      byte[] kept = bytes.length - length > bytes.length / 8 ? Arrays.copyOf(bytes, length) : bytes;
+      bytes = null;
+      return ByteBuffer.wrap(kept, 0, length).slice();
     }
 
     /** A string given as its UTF-8 bytes, not shared. */
@@ -557,9 +584,9 @@ final class EntryTable {
     return (names.get(i * NAME + N_FLAGS) & XATTRS) != 0;
   }
 
-  /** The area, where names are ({@link #nameOffset}). */
+  /** The entries' names ({@link #nameOffset}). */
   ByteBuffer nameBytes() {
-    return area.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    return paths.duplicate().order(ByteOrder.LITTLE_ENDIAN);
   }
 
   /** Where entry {@code i}'s name (UTF-8) starts in {@link #nameBytes}. */
@@ -569,7 +596,7 @@ final class EntryTable {
 
   /** The length in bytes of entry {@code i}'s name. */
   int nameLength(int i) {
-    return area.getInt(names.getInt(i * NAME + N_NAME));
+    return paths.getInt(names.getInt(i * NAME + N_NAME));
   }
 
   /** The number of chunks of entry {@code i}. */
@@ -579,7 +606,7 @@ final class EntryTable {
 
   /** The name of entry {@code i}. */
   String name(int i) {
-    return string(area, names.getInt(i * NAME + N_NAME));
+    return string(paths, names.getInt(i * NAME + N_NAME));
   }
 
   private static String string(ByteBuffer area, int ref) {
@@ -722,11 +749,11 @@ final class EntryTable {
   }
 
   private boolean nameEquals(int ref, byte[] utf8) {
-    if (area.getInt(ref) != utf8.length) {
+    if (paths.getInt(ref) != utf8.length) {
       return false;
     }
     for (int k = 0; k < utf8.length; k++) {
-      if (area.get(ref + 4 + k) != utf8[k]) {
+      if (paths.get(ref + 4 + k) != utf8[k]) {
         return false;
       }
     }
