@@ -38,7 +38,7 @@ class EntryTableTest {
   }
 
   /** Every field, compared one by one (byte arrays by content). */
-  private static void assertSameEntry(LayerEntry w, LayerEntry g) {
+  static void assertSameEntry(LayerEntry w, LayerEntry g) {
     String n = w.name();
     assertEquals(w.name(), g.name());
     assertEquals(w.type(), g.type(), n);

@@ -65,25 +65,8 @@ class LayerIndexFileTest {
     List<LayerEntry> got = new ArrayList<>(actual.entries());
     assertEquals(want.size(), got.size(), "entries");
     for (int i = 0; i < want.size(); i++) {
-      LayerEntry w = want.get(i);
-      LayerEntry g = got.get(i);
-      String n = w.name();
-      assertEquals(n, g.name());
-      assertEquals(w.type(), g.type(), n);
-      assertEquals(w.size(), g.size(), n);
-      assertEquals(w.mode(), g.mode(), n);
-      assertEquals(w.uid(), g.uid(), n);
-      assertEquals(w.gid(), g.gid(), n);
-      assertEquals(w.userName(), g.userName(), n);
-      assertEquals(w.groupName(), g.groupName(), n);
-      assertEquals(w.modTime(), g.modTime(), n);
-      assertEquals(w.linkName(), g.linkName(), n);
-      assertEquals(w.devMajor(), g.devMajor(), n);
-      assertEquals(w.devMinor(), g.devMinor(), n);
-      assertEquals(w.digest(), g.digest(), n);
-      assertEquals(w.chunks(), g.chunks(), n);
-      assertEquals(w.xattrs().keySet(), g.xattrs().keySet(), n);
-      w.xattrs().forEach((k, v) -> assertArrayEquals(v, g.xattrs().get(k), n + " " + k));
+      String n = want.get(i).name();
+      EntryTableTest.assertSameEntry(want.get(i), got.get(i));
       assertEquals(expected.entry(n).map(LayerEntry::name), actual.entry(n).map(LayerEntry::name), "lookup of " + n);
     }
   }
