@@ -200,6 +200,49 @@ class LayerTreeTest {
     assertEquals(Optional.of("é/ü"), u.path());
   }
 
+  /** Every path and its inode number, walking from the root. */
+  private static Map<String, Long> numbers(LayerTree t) {
+    Map<String, Long> out = new java.util.TreeMap<>();
+    java.util.ArrayDeque<Map.Entry<String, Node>> todo = new java.util.ArrayDeque<>();
+    todo.add(Map.entry("", t.lookup("/").orElseThrow()));
+    while (!todo.isEmpty()) {
+      Map.Entry<String, Node> dir = todo.poll();
+      out.put(dir.getKey(), dir.getValue().ino());
+      t.forEachChild(dir.getValue(), (name, child) -> {
+        String path = dir.getKey() + "/" + name;
+        if (child.kind() == Kind.DIR) {
+          todo.add(Map.entry(path, child));
+        } else {
+          out.put(path, child.ino());
+        }
+        return true;
+      });
+    }
+    return out;
+  }
+
+  /**
+   * A tree built again from the layer's kept index file numbers every node as the first did: the kernel's node ids
+   * can outlive the process that gave them.
+   */
+  @Test
+  void aTreeBuiltAgainFromTheKeptIndex_numbersEveryNodeTheSame() throws Exception {
+    LayerTree first = tree();
+    var index = PlainLayerIndexer.open(new Descriptor(MediaTypes.OCI_LAYER, Digest.sha256(Files.readAllBytes(
+        dir.resolve("layer.tar"))), Files.size(dir.resolve("layer.tar")), Map.of()), dir.resolve("layer.tar"),
+        dir.resolve("layer.tar"), FetchLimits.DEFAULTS).index();
+    var key = new dev.flatpull.fetcher.layer.LayerIndexFile.Key(Digest.sha256(new byte[] {1}));
+    Path kept = dir.resolve("kept");
+    try (var ch = java.nio.channels.FileChannel.open(kept, java.nio.file.StandardOpenOption.CREATE_NEW,
+        java.nio.file.StandardOpenOption.WRITE)) {
+      dev.flatpull.fetcher.layer.LayerIndexFile.write(key, index, ch);
+    }
+    LayerTree again = LayerTree.of(dev.flatpull.fetcher.layer.LayerIndexFile.read(key, kept));
+    Map<String, Long> numbers = numbers(first);
+    assertTrue(numbers.size() > 10, numbers.toString());
+    assertEquals(numbers, numbers(again));
+  }
+
   @Test
   void makedev_encodesLikeGlibc() {
     assertEquals((1 << 8) | 3, LayerFileSystem.makedev(1, 3));
