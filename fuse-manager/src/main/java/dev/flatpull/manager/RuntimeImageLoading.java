@@ -56,6 +56,8 @@ final class RuntimeImageLoading {
   private final java.util.function.BooleanSupplier recording;
   // Content a runtime-image stream brought, so that reads of it count as served from the runtime image.
   private final Set<Digest> brought = ConcurrentHashMap.newKeySet();
+  // Manifests whose runtime images this node loaded, per repository: where a later version looks first.
+  private final RememberedSubjects loadedSubjects;
 
   RuntimeImageLoading(RegistryClients clients, PageCache cache, RuntimeImageSettings settings,
       RemoteLayerMetrics metrics, LongSupplier nanoTime, InstantSource clock, LayerServer.Threads threads,
@@ -69,6 +71,7 @@ final class RuntimeImageLoading {
     this.threads = threads;
     this.mounts = mounts;
     this.recording = recording;
+    this.loadedSubjects = new RememberedSubjects(cache.namedFiles());
   }
 
   /** Starts loading the runtime image of a new session on the loaders' threads, or completes it at once when off. */
@@ -200,14 +203,8 @@ final class RuntimeImageLoading {
   static final int BORROW_LISTINGS = 8;
   static final int BORROW_INDEXES = 3;
 
-  /** Manifests whose runtime images this node loaded, per repository: where a later version looks first. */
-  private final Map<String, Set<Digest>> loadedSubjects = new ConcurrentHashMap<>();
-
   private void remember(ImageSession s, Digest subject) {
-    Set<Digest> subjects = loadedSubjects.computeIfAbsent(repository(s), r -> ConcurrentHashMap.newKeySet());
-    if (subjects.size() < 64) {
-      subjects.add(subject);
-    }
+    loadedSubjects.remember(repository(s), subject);
   }
 
   private static String repository(ImageSession s) {
@@ -228,7 +225,7 @@ final class RuntimeImageLoading {
     }
     List<RuntimeImagePublisher.Related> listed;
     try {
-      listed = publisher.related(s.manifest.digest(), loadedSubjects.getOrDefault(repository(s), Set.of()),
+      listed = publisher.related(s.manifest.digest(), loadedSubjects.of(repository(s)),
           BORROW_LISTINGS, threads.loaders());
     } catch (IOException e) {
       // A registry that will not list the repository's tags has nothing to lend: the image found none of its own.
