@@ -28,7 +28,9 @@ import java.util.zip.CRC32C;
  * names before the prefetch landmark and the verified tar-split, big-endian), padding to a multiple of 8, and the
  * entries' {@link EntryTable} as the index holds it. Reading checks the checksum with positional reads, and then maps
  * the table and uses it in place: no entry is parsed, and only the pages that lookups touch become the process's
- * (a deleted file stays readable while mapped, so evicting it under a mount is safe). A file whose magic, version,
+ * (a deleted file stays readable while mapped, so evicting it under a mount is safe; a kept file is never rewritten in
+ * place, only written whole under another name and renamed, which a map needs: a file truncated under a map would
+ * fault its reader). A file whose magic, version,
  * checksum, length, key or structure does not match is refused with the reason; its owner rebuilds it from the
  * TOC.
  */
