@@ -162,6 +162,17 @@ final class EntryTable {
     return out;
   }
 
+  /**
+   * The first {@code length} bytes of {@code b}: a copy when more than an eighth of it is unused (a section grows by
+   * half or doubles as it is written, and the table keeps it for as long as the layer is mounted).
+   */
+  private static ByteBuffer used(ByteBuffer b, int length) {
+    if (b.capacity() - length > b.capacity() / 8) {
+      return ByteBuffer.wrap(Arrays.copyOf(b.array(), length));
+    }
+    return b.slice(0, length);
+  }
+
   /** The table of {@code entries} (a name listed twice: the later entry replaces the earlier one, in its place). */
   static EntryTable of(List<LayerEntry> entries) throws LayerFormatException {
     Builder b = new Builder(entries.size());
@@ -297,14 +308,6 @@ final class EntryTable {
       }
     }
 
-    /** The first {@code length} bytes of {@code b}: a copy when more than an eighth of it is unused. */
-    private static ByteBuffer used(ByteBuffer b, int length) {
-      if (b.capacity() - length > b.capacity() / 8) {
-        return ByteBuffer.wrap(Arrays.copyOf(b.array(), length));
-      }
-      return b.slice(0, length);
-    }
-
     /** The table; the builder is not used after. */
     EntryTable build() throws LayerFormatException {
       if (replacedChunks > 0) {
@@ -376,24 +379,18 @@ final class EntryTable {
           return at;
         }
       }
-      int at = length;
-      byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
-      putInt(utf8.length);
-      put(utf8);
+      int at = bytes(s.getBytes(StandardCharsets.UTF_8));
       if (share) {
         shared.put(s, at);
       }
       return at;
     }
 
-    /**
-     * What was written, as a buffer: the array itself when little of it is unused, else a copy of what was written
-     * (the array doubles as it grows, and the table keeps it for as long as the layer is mounted).
-     */
+    /** What was written, as a buffer ({@link #used}); the area is not written after. */
     ByteBuffer trimmed() {
-      byte[] kept = bytes.length - length > bytes.length / 8 ? Arrays.copyOf(bytes, length) : bytes;
+      ByteBuffer out = used(ByteBuffer.wrap(bytes), length);
       bytes = null;
-      return ByteBuffer.wrap(kept, 0, length).slice();
+      return out;
     }
 
     /** A string given as its UTF-8 bytes, not shared. */

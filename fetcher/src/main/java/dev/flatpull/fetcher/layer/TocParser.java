@@ -396,8 +396,7 @@ final class TocParser {
     List<ByteRange> frames = new ArrayList<>();
     // The regular files' entry numbers in layer order (the names before the prefetch landmark are the prioritized
     // files): 4 bytes a file, where a list of their names held a string each.
-    int[][] order = {new int[64]};
-    int[] ordered = {0};
+    FileNumbers order = new FileNumbers();
     int[] landmarkAt = {-1};
     Builder[] current = {null};
     EntryVisitor builder = (i, e) -> {
@@ -414,11 +413,7 @@ final class TocParser {
         return;
       }
       if (current[0] != null) {
-        int number = add(current[0].build(layer), entries, hardLinks, stored);
-        if (ordered[0] == order[0].length) {
-          order[0] = java.util.Arrays.copyOf(order[0], ordered[0] * 2);
-        }
-        order[0][ordered[0]++] = number;
+        order.add(add(current[0].build(layer), entries, hardLinks, stored));
         current[0].frames().ifPresent(frames::add);
         current[0] = null;
       }
@@ -428,7 +423,7 @@ final class TocParser {
       }
       if (type == EntryType.REG && (name.equals(LayerIndex.PREFETCH_LANDMARK) || name.equals(LayerIndex.NO_PREFETCH_LANDMARK))) {
         if (name.equals(LayerIndex.PREFETCH_LANDMARK)) {
-          landmarkAt[0] = ordered[0];
+          landmarkAt[0] = order.size;
         }
         return;
       }
@@ -444,9 +439,7 @@ final class TocParser {
     };
     stream(json, layer, null, builder, limits.maxTocEntries());
     if (current[0] != null) {
-      int number = add(current[0].build(layer), entries, hardLinks, stored);
-      order[0] = java.util.Arrays.copyOf(order[0], ordered[0] + 1);
-      order[0][ordered[0]++] = number;
+      order.add(add(current[0].build(layer), entries, hardLinks, stored));
       current[0].frames().ifPresent(frames::add);
     }
     if (!hardLinks.isEmpty()) {
@@ -463,7 +456,7 @@ final class TocParser {
     checkNoOverlap(frames, layer);
     List<String> prioritized = new ArrayList<>();
     for (int k = 0; k < Math.max(0, landmarkAt[0]); k++) {
-      prioritized.add(entries.name(order[0][k]));
+      prioritized.add(entries.name(order.numbers[k]));
     }
     Optional<Digest> tarSplit;
     try {
@@ -474,6 +467,19 @@ final class TocParser {
     }
     return new LayerIndex(format, blob, tocDigest, compression, entries.build(), prioritized, tarSplit, false, null, 0,
         false);
+  }
+
+  /** Entry numbers in the order they are added. */
+  private static final class FileNumbers {
+    int[] numbers = new int[64];
+    int size;
+
+    void add(int number) {
+      if (size == numbers.length) {
+        numbers = java.util.Arrays.copyOf(numbers, size * 2);
+      }
+      numbers[size++] = number;
+    }
   }
 
   /** Adds {@code entry} to the table; returns its number there. */
