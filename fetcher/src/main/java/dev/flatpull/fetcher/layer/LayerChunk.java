@@ -91,7 +91,13 @@ public final class LayerChunk {
 
   @Override
   public int hashCode() {
-    return Objects.hash(fileOffset, size, storedOffset, storedLength, innerOffset, digest);
+    // By hand: Objects.hash boxed five longs per call, and a TOC's parse hashes every chunk.
+    long h = fileOffset;
+    h = 31 * h + size;
+    h = 31 * h + storedOffset;
+    h = 31 * h + storedLength;
+    h = 31 * h + innerOffset;
+    return 31 * Long.hashCode(h) + Objects.hashCode(digest);
   }
 
   @Override
