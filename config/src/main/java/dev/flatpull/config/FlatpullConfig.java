@@ -70,8 +70,16 @@ public record FlatpullConfig(
     Path root = path(top, "root", DEFAULTS.root());
     RegistrySettings r = registry(top.table("registry"));
     FetchLimits l = limits(top.table("limits"));
-    CacheSettings c = cache(top.table("cache"));
+    TomlTable cacheTable = top.table("cache");
+    CacheSettings c = cache(cacheTable);
     SnapshotterSettings s = snapshotter(top.table("snapshotter"));
+    // The memory tier lives in the FUSE manager's heap: a tier the ceiling cannot hold beside a start's allocation and
+    // the mounted trees ends in OutOfMemoryError on a node, so it is refused here.
+    long ceiling = s.fuseManagerHeapCeiling().orElse(Long.MAX_VALUE);
+    if (c.memoryBytes() > ceiling / 2) {
+      throw cacheTable.invalid("memory_size", c.memoryBytes() + " bytes is more than half the FUSE manager's heap"
+          + " ceiling (" + ceiling + " bytes, [snapshotter] fuse_manager_java_options): raise its -Xmx with it");
+    }
     RuntimeImageSettings ri = runtimeImage(top.table("runtime_image"));
     FuseSettings f = fuse(top.table("fuse"));
     top.rejectUnknownKeys();

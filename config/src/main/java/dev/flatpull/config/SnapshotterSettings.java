@@ -47,7 +47,8 @@ public record SnapshotterSettings(
    * collector and a heap of a quarter of the limit, with which that young generation failed the warm-up; elsewhere it
    * is what the JVM picks anyway. A heap that shrinks when idle held 55-64 % less but made lazy starts 9-14 % slower,
    * and a ceiling of 60 % of the limit instead of a quarter held 50-60 % more for the same times (docs/benchmarks.md,
-   * "Memory"): neither is the default.
+   * "Memory"): neither is the default. Shenandoah's footprint heuristics halved resident memory, but the manager
+   * crashed under them in jnr-ffi's native stubs (docs/development.md): not the default either.
    */
   public static final List<String> FUSE_MANAGER_JAVA_OPTIONS =
       List.of("-XX:+UseG1GC", "-Xmn384m");
@@ -65,6 +66,43 @@ public record SnapshotterSettings(
     fuseManagerJavaOptions = List.copyOf(fuseManagerJavaOptions);
     if (backgroundFetchQuiet.isNegative()) {
       throw new IllegalArgumentException("background_fetch_quiet is negative: " + backgroundFetchQuiet);
+    }
+  }
+
+  /**
+   * The FUSE manager's heap ceiling as its options set it ({@code -Xmx} or {@code -XX:MaxHeapSize=}, the last one
+   * wins, as in the JVM); empty when they leave it to the JVM.
+   */
+  public java.util.OptionalLong fuseManagerHeapCeiling() {
+    java.util.OptionalLong ceiling = java.util.OptionalLong.empty();
+    for (String o : fuseManagerJavaOptions) {
+      String size = o.startsWith("-Xmx") ? o.substring(4)
+          : o.startsWith("-XX:MaxHeapSize=") ? o.substring("-XX:MaxHeapSize=".length()) : null;
+      if (size != null) {
+        ceiling = jvmSize(size).map(java.util.OptionalLong::of).orElse(ceiling);
+      }
+    }
+    return ceiling;
+  }
+
+  /** A JVM size ({@code 1g}, {@code 768M}, {@code 1073741824}); empty if it is not one (the JVM will say so). */
+  private static Optional<Long> jvmSize(String s) {
+    if (s.isEmpty()) {
+      return Optional.empty();
+    }
+    int shift = switch (Character.toLowerCase(s.charAt(s.length() - 1))) {
+      case 'k' -> 10;
+      case 'm' -> 20;
+      case 'g' -> 30;
+      case 't' -> 40;
+      default -> 0;
+    };
+    String digits = shift == 0 ? s : s.substring(0, s.length() - 1);
+    try {
+      long n = Long.parseLong(digits);
+      return n < 0 || n > (Long.MAX_VALUE >> shift) ? Optional.empty() : Optional.of(n << shift);
+    } catch (NumberFormatException e) {
+      return Optional.empty();
     }
   }
 

@@ -169,6 +169,25 @@ class FlatpullConfigTest {
   }
 
   @Test
+  void parse_aMemoryTierOverHalfTheManagersHeapCeiling_isRefused_andOneWithoutACeilingIsNot() throws Exception {
+    // The defaults leave the ceiling to the JVM: any tier goes.
+    assertTrue(FlatpullConfig.parse("f", "").snapshotter().fuseManagerHeapCeiling().isEmpty());
+    assertEquals(8L << 30, FlatpullConfig.parse("f", "[cache]\nmemory_size = \"8GiB\"\n").cache().memoryBytes());
+    ConfigException e = assertThrows(ConfigException.class, () -> FlatpullConfig.parse("f",
+        "[cache]\nmemory_size = \"768MiB\"\n[snapshotter]\nfuse_manager_java_options = [\"-Xmx1g\"]"));
+    assertEquals("cache.memory_size", e.key());
+    assertTrue(e.getMessage().contains("-Xmx"), e.getMessage());
+    // The last ceiling wins, whichever way it is written, as in the JVM.
+    assertEquals(768L << 20, FlatpullConfig.parse("f", "[cache]\nmemory_size = \"768MiB\"\n[snapshotter]\n"
+        + "fuse_manager_java_options = [\"-Xmx1g\", \"-Xmx2048m\"]").cache().memoryBytes());
+    assertEquals(256L << 20, FlatpullConfig.parse("f",
+        "[snapshotter]\nfuse_manager_java_options = [\"-XX:MaxHeapSize=536870912\"]").snapshotter()
+        .fuseManagerHeapCeiling().getAsLong() / 2);
+    assertThrows(ConfigException.class, () -> FlatpullConfig.parse("f",
+        "[snapshotter]\nfuse_manager_java_options = [\"-Xmx4g\", \"-XX:MaxHeapSize=268435456\"]"));
+  }
+
+  @Test
   void parse_warmUp_isOnByDefault_andCanBeTurnedOff() throws Exception {
     assertTrue(FlatpullConfig.parse("f", "").snapshotter().warmUp());
     assertFalse(FlatpullConfig.parse("f", "[snapshotter]\nwarm_up = false").snapshotter().warmUp());
