@@ -127,11 +127,11 @@ public final class LayerServer implements AutoCloseable {
   private final TraceRecorder recorder = new TraceRecorder();
   private final BackingFiles backingFiles;
   private final ReadaheadKnobs knobs = new ReadaheadKnobs();
-  // The file systems the next mounts take, built ahead and while reads are quiet (see LayerFileSystem()).
+  // The file systems the next mounts take, built ahead and while reads are quiet (see LayerFileSystem#libfuse).
   private final Spares<LayerFileSystem> spares;
   /**
    * File systems kept ready: the remote layers of one cold start that find theirs built (containerd prepares an
-   * image's layers one after another; a mount that finds none builds its own, 10-35 ms).
+   * image's layers one after another; under libfuse a mount that finds none builds its own, 10-35 ms).
    */
   static final int SPARE_FILE_SYSTEMS = 4;
 
@@ -153,7 +153,14 @@ public final class LayerServer implements AutoCloseable {
     this.clock = clock;
     this.threads = threads;
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
-    this.spares = new Spares<>(SPARE_FILE_SYSTEMS, LayerFileSystem::new, activity, threads.spares());
+    // The kernel engine serves a file system as it is; libfuse's adapter of one (10-35 ms to make) is made ahead on a
+    // node whose mounts take libfuse.
+    this.spares = new Spares<>(SPARE_FILE_SYSTEMS,
+        config.fuse().engine() == dev.flatpull.config.FuseSettings.Engine.LIBFUSE ? () -> {
+          LayerFileSystem fs = new LayerFileSystem();
+          fs.libfuse();
+          return fs;
+        } : LayerFileSystem::new, activity, threads.spares());
     this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(), this::whenQuiet);
     // A passthrough read never reaches the recorder: none while reads are recorded.
     this.backingFiles = config.fuse().passthrough() ? new BackingFiles(cache, config.fuse().passthroughMinBytes(),

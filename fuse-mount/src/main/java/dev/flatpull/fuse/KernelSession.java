@@ -25,7 +25,7 @@ import jnr.ffi.Pointer;
  *
  * <p>Node ids are the tree's inode numbers (the root is 1 in both); the tree is immutable and lives as long as the
  * mount, so forgets need no bookkeeping. Every request catches everything: a failed fetch or verification answers EIO,
- * never wrong bytes, and is reported to {@link FuseEvents}, as in {@link LayerFileSystem}.
+ * never wrong bytes, and is reported to {@link FuseEvents}, as in {@link LibfuseFileSystem}.
  */
 final class KernelSession {
   private static final System.Logger LOG = System.getLogger(KernelSession.class.getName());

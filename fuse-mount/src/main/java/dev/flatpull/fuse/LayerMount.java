@@ -206,21 +206,22 @@ public final class LayerMount implements AutoCloseable {
       options.add("-s");
     }
     Path at = mountPoint.toAbsolutePath();
-    CompletableFuture<Void> loopEnded = FuseSession.start(fs.operations(), "flatpull", at, options, loopThreads);
-    fs.mountedAt(at);
+    LibfuseFileSystem lf = fs.libfuse();
+    CompletableFuture<Void> loopEnded = FuseSession.start(lf.operations(), "flatpull", at, options, loopThreads);
+    lf.mountedAt(at);
     try {
-      CompletableFuture.anyOf(fs.initialized(), loopEnded).get(MOUNT_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+      CompletableFuture.anyOf(lf.initialized(), loopEnded).get(MOUNT_TIMEOUT_SECONDS, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      fs.umount();
+      lf.umount();
       throw new java.io.InterruptedIOException("interrupted mounting " + mountPoint);
     } catch (ExecutionException | TimeoutException e) {
-      fs.umount();
+      lf.umount();
       Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
       throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: " + cause, cause);
     }
-    if (!fs.initialized().isDone()) {
-      fs.umount();
+    if (!lf.initialized().isDone()) {
+      lf.umount();
       throw new IOException("mounting a FUSE file system at " + mountPoint + " failed: libfuse ended before the"
           + " kernel initialised the mount (is /dev/fuse usable and fusermount installed?)");
     }
@@ -264,7 +265,7 @@ public final class LayerMount implements AutoCloseable {
     if (kernel != null) {
       kernel.unmount();
     } else {
-      fs.umount();
+      fs.libfuse().umount();
     }
     try {
       for (int i = 0; i < 200 && isMounted(mountPoint); i++) {

@@ -78,8 +78,9 @@ public final class MountLatencyBenchmark {
    * not in the FUSE adapter; closing the result unmounts.
    */
   private static AutoCloseable mountOnLibfuseThreads(LayerFileSystem fs, Path mountPoint) {
-    fs.mount(mountPoint, false, false, new String[] {"-o", "ro,allow_other,default_permissions"});
-    return fs::umount;
+    dev.flatpull.fuse.LibfuseFileSystem lf = fs.libfuse();
+    lf.mount(mountPoint, false, false, new String[] {"-o", "ro,allow_other,default_permissions"});
+    return lf::umount;
   }
 
   private static void operationRoundTrips(LazyLayer lazy, PageCache cache, Path dir) throws Exception {
