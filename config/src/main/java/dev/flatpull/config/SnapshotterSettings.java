@@ -47,8 +47,8 @@ public record SnapshotterSettings(
    * collector and a heap of a quarter of the limit, with which that young generation failed the warm-up; elsewhere it
    * is what the JVM picks anyway. A heap that shrinks when idle held 55-64 % less but made lazy starts 9-14 % slower,
    * and a ceiling of 60 % of the limit instead of a quarter held 50-60 % more for the same times (docs/benchmarks.md,
-   * "Memory"): neither is the default. Shenandoah's footprint heuristics halved resident memory, but the manager
-   * crashed under them in jnr-ffi's native stubs (docs/development.md): not the default either.
+   * "Memory"): neither is the default. Nor Shenandoah's footprint heuristics, which held 44-57 % less and made starts
+   * 0-14 % slower (docs/benchmarks.md, "Memory: Shenandoah's footprint heuristics").
    */
   public static final List<String> FUSE_MANAGER_JAVA_OPTIONS =
       List.of("-XX:+UseG1GC", "-Xmn384m");
