@@ -53,8 +53,8 @@ class MountChurnIT {
       BlobReader r = range -> Arrays.copyOfRange(blob, (int) range.offset(), (int) range.end());
       LazyLayer lazy = new LazyLayer(EstargzToc.read(layer.descriptor(), r, FetchLimits.DEFAULTS), r, 64 << 10);
       PageCache cache = cleanup.add(PageCache.open(work.resolve("cache"), CacheSettings.DEFAULTS));
-      // libfuse adapters made and dropped before any mount: collected before the process's first mount binds its
-      // system calls.
+      // libfuse adapters made and dropped before the serving mount, and collected (run alone, before the process's
+      // first mount binds its system calls, as in a manager whose spares were collected early).
       for (int i = 0; i < 8; i++) {
         new LayerFileSystem().libfuse();
       }
