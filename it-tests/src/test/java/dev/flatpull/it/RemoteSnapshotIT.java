@@ -100,7 +100,7 @@ class RemoteSnapshotIT {
         () -> "nothing prefetched after the pull");
     long afterPull = (long) metric("flatpull_registry_bytes_total");
 
-    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "py1",
+    Processes.Result run = containerd.ctrPrinting("run", "--rm", "--snapshotter", "flatpull", image, "py1",
         "/usr/bin/python3", "-c", "import json, http.server; print(json.dumps({'ok': 40 + 2}))");
     assertEquals("{\"ok\": 42}", run.stdout().trim());
     long fetched = (long) metric("flatpull_registry_bytes_total");
@@ -192,7 +192,7 @@ class RemoteSnapshotIT {
     assertNotEquals(0, ls.exitCode(), ls.stdout());
     assertTrue(ls.stderr().contains("Permission denied"), ls.stderr());
     // A container whose process runs as 65534 writes to its own /tmp (its upper directory, behind the 0700 root).
-    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "as-nobody",
+    Processes.Result run = containerd.ctrPrinting("run", "--rm", "--snapshotter", "flatpull", image, "as-nobody",
         "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c",
         "echo written-by-$(id -u) > /tmp/mine && cat /tmp/mine");
     assertEquals("written-by-65534", run.stdout().trim(), run.stderr());
@@ -358,7 +358,7 @@ class RemoteSnapshotIT {
   @Order(5)
   void aFullPull_andARemotePullOfAPlainImage_downloadTheLayer() throws Exception {
     containerd.ctrOk("image", "pull", "--plain-http", "--snapshotter", "flatpull", plainImage);
-    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", plainImage, "full",
+    Processes.Result run = containerd.ctrPrinting("run", "--rm", "--snapshotter", "flatpull", plainImage, "full",
         "/bin/cat", "/etc/debian_version");
     assertTrue(run.stdout().startsWith("12"), run.stdout());
     containerd.ctrOk("image", "rm", "--sync", plainImage);
@@ -367,7 +367,7 @@ class RemoteSnapshotIT {
     assertEquals(before + 1, fallbacks("plain_layer"), "a plain layer is downloaded, and the fallback counted");
     assertTrue(flatpull.log().lines().anyMatch(l -> l.contains("is downloaded, not served lazily")
         && l.matches(".*layer sha256:[0-9a-f]{64}.*")), "one log line says why and names the layer");
-    run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", plainImage, "full2", "/bin/cat",
+    run = containerd.ctrPrinting("run", "--rm", "--snapshotter", "flatpull", plainImage, "full2", "/bin/cat",
         "/etc/debian_version");
     assertTrue(run.stdout().startsWith("12"), run.stdout());
     containerd.ctrOk("image", "rm", "--sync", plainImage);
@@ -628,7 +628,7 @@ class RemoteSnapshotIT {
       }
       Thread.sleep(500);
     }
-    Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "again",
+    Processes.Result run = containerd.ctrPrinting("run", "--rm", "--snapshotter", "flatpull", image, "again",
         "/usr/bin/python3", "-c", "print('again')");
     assertEquals("again", run.stdout().trim());
     containerd.ctrOk("image", "rm", "--sync", image);
