@@ -86,6 +86,11 @@ final class KernelSession {
   static final long INIT_EXT = 1L << 30;
   /** FUSE_PASSTHROUGH (in flags2): files opened with a backing file the kernel reads itself. */
   static final long PASSTHROUGH = 1L << 37;
+  /**
+   * FUSE_HAS_RESEND (in flags2, Linux 6.9): the kernel can queue again the requests a server read and never answered
+   * ({@link #resend}). Only offered, never asked for.
+   */
+  static final long HAS_RESEND = 1L << 39;
   /** What this engine asks for, of what the kernel offers; {@link #PASSTHROUGH} too when it has backing files. */
   static final long WANTED = ASYNC_READ | DO_READDIRPLUS | NO_OPEN_SUPPORT | PARALLEL_DIROPS | MAX_PAGES_FLAG
       | CACHE_SYMLINKS | NO_OPENDIR_SUPPORT | EXPLICIT_INVAL_DATA | INIT_EXT;
@@ -113,6 +118,39 @@ final class KernelSession {
       int maxReadahead, boolean passthroughWanted) {
     boolean has(long flag) {
       return (granted & flag) != 0;
+    }
+
+    private static final byte FORMAT = 1;
+    private static final int ENCODED = 1 + 4 * 5 + 8 * 2 + 1;
+
+    /** What a process taking over the connection needs of this negotiation ({@link #decode}). */
+    byte[] encode() {
+      ByteBuffer b = ByteBuffer.allocate(ENCODED).order(ByteOrder.LITTLE_ENDIAN);
+      b.put(FORMAT).putInt(kernelMajor).putInt(kernelMinor).putInt(minor).putInt(maxPages).putInt(maxReadahead)
+          .putLong(offered).putLong(granted).put((byte) (passthroughWanted ? 1 : 0));
+      return b.array();
+    }
+
+    /** The negotiation {@link #encode} wrote; a malformed or foreign one is refused. */
+    static Init decode(byte[] bytes) throws IOException {
+      if (bytes.length != ENCODED || bytes[0] != FORMAT) {
+        throw new IOException("not a FUSE negotiation this engine wrote (" + bytes.length + " bytes, format "
+            + (bytes.length > 0 ? bytes[0] : -1) + ")");
+      }
+      ByteBuffer b = ByteBuffer.wrap(bytes, 1, ENCODED - 1).order(ByteOrder.LITTLE_ENDIAN);
+      int major = b.getInt();
+      int kernelMinor = b.getInt();
+      int minor = b.getInt();
+      int maxPages = b.getInt();
+      int maxReadahead = b.getInt();
+      long offered = b.getLong();
+      long granted = b.getLong();
+      boolean passthroughWanted = b.get() == 1;
+      if (major != 7 || minor < MIN_MINOR || minor > OUR_MINOR || (granted & ~offered) != 0) {
+        throw new IOException("a FUSE negotiation this engine cannot serve: 7." + minor + ", granted 0x"
+            + Long.toHexString(granted) + " of 0x" + Long.toHexString(offered));
+      }
+      return new Init(major, kernelMinor, minor, offered, granted, maxPages, maxReadahead, passthroughWanted);
     }
 
     /** Whether opens are answered (passthrough) rather than left to the kernel (ENOSYS once). */
@@ -225,6 +263,51 @@ final class KernelSession {
       throw new IOException("no thread to serve the FUSE mount at " + at);
     }
     return s;
+  }
+
+  /**
+   * Serves the FUSE connection {@code fd} of the mount at {@code mountPoint}, which another process mounted, negotiated
+   * as {@code init} and served until it stopped (it was killed or handed the connection over): the kernel kept the
+   * connection, and queued the containers' requests, because a process that does not stop with the server holds the
+   * same open device. {@code tree} must number its nodes as the earlier server's did (the same layer index gives the
+   * same numbers): the kernel's cached lookups name them. The requests the earlier server read and never answered
+   * are asked for again ({@link #resend}).
+   */
+  static KernelSession resume(int fd, Init init, LayerTree tree, LayerContentReader reader, FuseEvents events,
+      BackingFiles backing, Path mountPoint, Executor threads) throws IOException {
+    KernelSession s = new KernelSession(fd, mountPoint.toAbsolutePath(), tree, reader, events, backing, 0, threads);
+    s.initialized.complete(init);
+    if (!s.workers.start()) {
+      throw new IOException("no thread to serve the FUSE mount at " + mountPoint);
+    }
+    LOG.log(System.Logger.Level.INFO, mountPoint + ": taken over (" + init.describe() + ")");
+    s.resend();
+    return s;
+  }
+
+  private static final int NOTIFY_RESEND = 7;
+
+  /**
+   * Asks the kernel to queue again every request read from this connection and not answered
+   * ({@code FUSE_NOTIFY_RESEND}): those a server in another process read before it died. Without it (a kernel before
+   * 6.9) they would wait for ever; the kernel's answer then is a log line, and every other request is served.
+   */
+  void resend() throws IOException {
+    if ((initialized.join().offered() & HAS_RESEND) == 0) {
+      LOG.log(System.Logger.Level.WARNING, mountPoint + ": the kernel cannot resend requests (FUSE_HAS_RESEND, Linux"
+          + " 6.9); a request the earlier server read and did not answer stays unanswered");
+      return;
+    }
+    ByteBuffer b = ByteBuffer.allocateDirect(OUT_HEADER).order(ByteOrder.nativeOrder());
+    b.putInt(0, OUT_HEADER).putInt(4, NOTIFY_RESEND).putLong(8, 0);
+    if (libc.write(fd, Pointer.wrap(Libc.Holder.RUNTIME, b), OUT_HEADER) < 0) {
+      throw new IOException("FUSE_NOTIFY_RESEND to " + mountPoint + " failed: errno " + Libc.Holder.errno());
+    }
+  }
+
+  /** The open FUSE device this session serves; another process given it can take the mount over. */
+  int device() {
+    return fd;
   }
 
   /** Completes with what was negotiated once the kernel's INIT is answered: from then on the mount serves. */

@@ -108,6 +108,36 @@ public final class LayerMount implements AutoCloseable {
     return new LayerMount(fs, mountPoint.toAbsolutePath(), s);
   }
 
+  /**
+   * What another process needs to serve this mount in this one's place: the open FUSE device (this process's
+   * descriptor; pass it with {@link DeviceHandover}) and what the kernel and the engine negotiated.
+   */
+  public record Connection(int device, byte[] negotiation) {}
+
+  /** The mount's connection, for a process that will take it over; empty under libfuse, which owns its device. */
+  public java.util.Optional<Connection> connection() {
+    return kernel == null ? java.util.Optional.empty()
+        : java.util.Optional.of(new Connection(kernel.device(), kernel.initialized().join().encode()));
+  }
+
+  /**
+   * Serves the mount at {@code mountPoint} that another process made with the kernel engine and can no longer serve
+   * (killed, or handing over), through its open FUSE {@code device} (received with {@link DeviceHandover}; this mount
+   * owns it from here on) and its {@code negotiation} ({@link Connection}). {@code fs} must be the same layer, read
+   * from the same index: the kernel knows the files by the node numbers the tree gave them. The requests the other
+   * process read and never answered are asked for again, and answered here.
+   */
+  public static LayerMount resume(LayerFileSystem fs, Path mountPoint, int device, byte[] negotiation,
+      BackingFiles backing) throws IOException {
+    if (!fs.bound()) {
+      throw new IllegalStateException("a file system with no layer cannot serve a mount");
+    }
+    KernelSession.Init init = KernelSession.Init.decode(negotiation);
+    KernelSession s = KernelSession.resume(device, init, fs.tree(), fs.reader(), fs.events(), backing, mountPoint,
+        LOOP_THREADS);
+    return new LayerMount(fs, mountPoint.toAbsolutePath(), s);
+  }
+
   /** The engine serving this mount. */
   public Engine engine() {
     return kernel != null ? Engine.KERNEL : Engine.LIBFUSE;

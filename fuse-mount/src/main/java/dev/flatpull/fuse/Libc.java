@@ -58,6 +58,31 @@ public interface Libc {
 
   int getuid();
 
+  // Unix sockets that carry open descriptors (DeviceHandover): Java's own unix sockets cannot pass one.
+  int AF_UNIX = 1;
+  int SOCK_SEQPACKET = 5;
+  int SOCK_CLOEXEC = 0x80000;
+  int SOL_SOCKET = 1;
+  int SCM_RIGHTS = 1;
+  int MSG_CMSG_CLOEXEC = 0x40000000;
+  int MSG_NOSIGNAL = 0x4000;
+
+  int socket(int domain, int type, int protocol);
+
+  int bind(int fd, Pointer address, int length);
+
+  int listen(int fd, int backlog);
+
+  int accept4(int fd, Pointer address, Pointer length, int flags);
+
+  int connect(int fd, Pointer address, int length);
+
+  @ssize_t long sendmsg(int fd, Pointer message, int flags);
+
+  @ssize_t long recvmsg(int fd, Pointer message, int flags);
+
+  int unlink(String path);
+
   int getgid();
 
   /** Loaded once, on first use. */
