@@ -150,7 +150,7 @@ public final class EstargzToc {
       TarHeader h;
       while ((h = tar.next()) != null) {
         if (h.name().equals(TOC_NAME) || h.name().equals("./" + TOC_NAME)) {
-          return new TocStream(tar.data(), in, name);
+          return new TocStream(tar.data(), in, name, h.size());
         }
       }
     } catch (IOException e) {
@@ -164,14 +164,22 @@ public final class EstargzToc {
   }
 
   /** The TOC entry's data, closing the whole member when done and naming gzip and tar failures. */
-  private static final class TocStream extends java.io.FilterInputStream {
+  private static final class TocStream extends java.io.FilterInputStream implements TocParser.Sized {
     private final InputStream member;
     private final String name;
+    private final long length;
 
-    TocStream(InputStream data, InputStream member, String name) {
+    TocStream(InputStream data, InputStream member, String name, long length) {
       super(data);
       this.member = member;
       this.name = name;
+      this.length = length;
+    }
+
+    /** The JSON's length as the tar entry's header gives it. */
+    @Override
+    public long length() {
+      return length;
     }
 
     static IOException mapped(IOException e, String name) {

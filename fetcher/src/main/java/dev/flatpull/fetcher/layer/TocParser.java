@@ -283,15 +283,46 @@ final class TocParser {
    */
   static final int HELD_JSON_BYTES = 64 << 20;
 
+  /**
+   * A stream of JSON that knows its length before it is read (an eStargz TOC's tar entry): it is read into one array of
+   * that length. Read without it, the JSON is gathered in pieces and copied into its array, twice its size allocated
+   * (9-19 MB of a cold start's allocation in the FUSE manager, docs/benchmarks.md).
+   */
+  interface Sized {
+    long length();
+  }
+
   /** {@code json} held in memory when it has at most {@code limit} bytes, else as it was (opened again per pass). */
   static JsonSource held(JsonSource json, int limit) throws IOException {
-    byte[] bytes;
-    try (InputStream in = json.open()) {
-      bytes = in.readNBytes(limit + 1);
-    }
-    if (bytes.length > limit) {
+    if (json.held().isPresent()) {
       return json;
     }
+    byte[] bytes;
+    try (InputStream in = json.open()) {
+      long known = in instanceof Sized sized ? sized.length() : -1;
+      if (known > limit) {
+        return json;
+      }
+      if (known >= 0) {
+        bytes = new byte[(int) known];
+        int got = in.readNBytes(bytes, 0, bytes.length);
+        if (got < bytes.length) {
+          bytes = java.util.Arrays.copyOf(bytes, got); // shorter than it said: the digest or the parse refuses it
+        } else if (in.read() >= 0) {
+          return json; // longer than it said: streamed, as any TOC not held
+        }
+      } else {
+        bytes = in.readNBytes(limit + 1);
+        if (bytes.length > limit) {
+          return json;
+        }
+      }
+    }
+    return held(bytes);
+  }
+
+  /** {@code bytes}, held. */
+  static JsonSource held(byte[] bytes) {
     return new JsonSource() {
       @Override
       public InputStream open() {
@@ -317,8 +348,7 @@ final class TocParser {
   static LayerIndex parse(
       byte[] json, String layer, LayerFormat format, Digest blob, Optional<Digest> tocDigest,
       ChunkCompression compression, long dataEnd, FetchLimits limits) throws IOException {
-    return parse(() -> new java.io.ByteArrayInputStream(json), Optional.empty(), layer, format, blob, tocDigest,
-        compression, dataEnd, limits);
+    return parse(held(json), Optional.empty(), layer, format, blob, tocDigest, compression, dataEnd, limits);
   }
 
   /**
