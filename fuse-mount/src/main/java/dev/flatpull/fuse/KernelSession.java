@@ -290,7 +290,7 @@ final class KernelSession {
   /**
    * Asks the kernel to queue again every request read from this connection and not answered
    * ({@code FUSE_NOTIFY_RESEND}): those a server in another process read before it died. Without it (a kernel before
-   * 6.9) they would wait for ever; the kernel's answer then is a log line, and every other request is served.
+   * 6.9) those wait for ever: a log line says so, and every other request is served.
    */
   void resend() throws IOException {
     if ((initialized.join().offered() & HAS_RESEND) == 0) {
