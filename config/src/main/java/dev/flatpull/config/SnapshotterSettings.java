@@ -106,6 +106,14 @@ public record SnapshotterSettings(
     }
   }
 
+  /**
+   * Where the daemon holds the FUSE manager's mounts' devices, so that mounts outlive a manager that dies: beside the
+   * manager's socket, as reachable (root only).
+   */
+  public Path fuseDevicesSocket() {
+    return fuseManagerSocket.resolveSibling("fuse-devices.sock");
+  }
+
   public SnapshotterSettings withFetching(boolean prefetchLandmarks, boolean background) {
     return new SnapshotterSettings(socket, fuseManagerSocket, metricsAddress, fuseManagerMetricsAddress,
         prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions, warmUp, requireTarSplit);

@@ -48,8 +48,19 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
         }
         manifest = java.util.Optional.of(m);
       }
-      LayerServer.Served s = server.mount(confined(Path.of(r.getMountPoint())), r.getImageRef(),
-          r.getLayerDescriptorJson(), manifest);
+      LayerServer.Served s;
+      if (r.getTakeOver()) {
+        // Resolved through its parent: until it is taken over, an access to the mount point itself waits.
+        Path asked = Path.of(r.getMountPoint()).toAbsolutePath().normalize();
+        if (asked.getParent() == null) {
+          throw new java.io.IOException("no mount point to take over at " + asked);
+        }
+        s = server.takeOver(confined(asked.getParent()).resolve(asked.getFileName()), r.getImageRef(),
+            r.getLayerDescriptorJson());
+      } else {
+        s = server.mount(confined(Path.of(r.getMountPoint())), r.getImageRef(), r.getLayerDescriptorJson(),
+            manifest);
+      }
       out.onNext(MountLayerResponse.newBuilder().setEntries(s.entries()).setFormat(s.format()).build());
       out.onCompleted();
     } catch (Exception | StackOverflowError e) {

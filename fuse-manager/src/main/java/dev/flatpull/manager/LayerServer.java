@@ -20,6 +20,7 @@ import dev.flatpull.fuse.LayerFileSystem;
 import dev.flatpull.fuse.LayerMount;
 import dev.flatpull.fuse.LayerPrefetcher;
 import dev.flatpull.fuse.LayerTree;
+import dev.flatpull.fuse.MountHandover;
 import dev.flatpull.fuse.PageSource;
 import dev.flatpull.fuse.PendingProducers;
 import dev.flatpull.fuse.ReadActivity;
@@ -120,6 +121,8 @@ public final class LayerServer implements AutoCloseable {
   /** A miss's first neighbourhood window (LayerContentReader): a few of the files that follow it. */
   private static final long NEIGHBOURHOOD = 256L << 10;
   private final Map<Path, Served> served = new ConcurrentHashMap<>();
+  // Where kernel-engine mounts' devices go, so that they outlive this process (the FUSE manager's: handOverMounts).
+  private volatile MountHandover handover = MountHandover.NONE;
   // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
   // another session, with its own registry client.
   private final Map<String, ImageSession> sessions = new ConcurrentHashMap<>();
@@ -201,19 +204,70 @@ public final class LayerServer implements AutoCloseable {
     askedFor = true;
     Path key = mountPoint.toAbsolutePath().normalize();
     Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
+    Optional<Served> existing = existing(key, layer);
+    return existing.isPresent() ? existing.get() : serve(key, layer, imageRef, manifest, null);
+  }
+
+  /**
+   * Serves the mount at {@code mountPoint} that a manager before this one made and served: its FUSE device is taken
+   * back from the daemon's holder ({@link MountHandover}), its layer opened again (from the kept index file, else its
+   * TOC: the same index, so the same node numbers the kernel holds), and the requests the dead manager left
+   * unanswered are resent. The mount point is not touched before: until this serves, every access to it waits.
+   *
+   * @throws IOException when the daemon holds no device for it, or the layer cannot be opened (the device is then
+   *     left to the holder, and the containers' reads keep waiting for the next attempt)
+   */
+  public Served takeOver(Path mountPoint, String imageRef, String descriptorJson) throws IOException {
+    askedFor = true;
+    Path key = mountPoint.toAbsolutePath().normalize();
+    Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
+    Optional<Served> existing = existing(key, layer);
+    if (existing.isPresent()) {
+      return existing.get();
+    }
+    MountHandover.Taken taken = handover.take(key).orElseThrow(() -> new IOException(
+        "the daemon holds no FUSE device for " + key + ": it cannot be taken over"));
+    return serve(key, layer, imageRef, Optional.empty(), taken);
+  }
+
+  private Optional<Served> existing(Path key, Descriptor layer) throws IOException {
     Served existing = served.get(key);
-    if (existing != null) {
-      if (existing.layer().digest().equals(layer.digest())) {
-        return existing;
-      }
+    if (existing != null && !existing.layer().digest().equals(layer.digest())) {
       throw new IOException(key + " already serves layer " + existing.layer().digest());
     }
+    return Optional.ofNullable(existing);
+  }
+
+  /** Hands every kernel-engine mount over to the daemon's holder from now on (the FUSE manager's own). */
+  public void handOverMounts(Path holderSocket) {
+    handover = MountHandover.start(holderSocket, () -> {
+      Map<Path, LayerMount.Connection> out = new java.util.HashMap<>();
+      served.forEach((p, s) -> s.mount().connection().ifPresent(c -> out.put(p, c)));
+      return out;
+    });
+  }
+
+  /**
+   * Mounts {@code layer} at {@code key}, or with {@code taken} serves the mount another manager made through its
+   * device (closed here if serving fails before the mount takes it).
+   */
+  private Served serve(Path key, Descriptor layer, String imageRef, Optional<ImageManifest> manifest,
+      MountHandover.Taken taken) throws IOException {
     long t0 = nanoTime.getAsLong();
     // A layer being mounted means a container is about to start reading: background fetching waits for it too.
     activity.touch();
     ImageReference ref = ImageReference.parse(imageRef);
-    Optional<ImageSession> session = manifest.isEmpty() ? Optional.empty() : Optional.of(session(ref, manifest.get()));
-    LazyLayer lazy = session.isPresent() ? session.get().layer(layer) : opener(ref).open(layer);
+    Optional<ImageSession> session;
+    LazyLayer lazy;
+    try {
+      session = manifest.isEmpty() ? Optional.empty() : Optional.of(session(ref, manifest.get()));
+      lazy = session.isPresent() ? session.get().layer(layer) : opener(ref).open(layer);
+    } catch (IOException | RuntimeException e) {
+      if (taken != null) {
+        dev.flatpull.fuse.DeviceHandover.closeDescriptor(taken.device());
+      }
+      throw e;
+    }
     long t1 = nanoTime.getAsLong();
     TraceRecorder.ReadTap tap = recorder.tap(layer.digest().toString());
     FuseEvents events = new FuseEvents() {
@@ -233,8 +287,18 @@ public final class LayerServer implements AutoCloseable {
         NEIGHBOURHOOD);
     LayerTree tree = LayerTree.of(lazy.index());
     long t2 = nanoTime.getAsLong();
-    LayerMount m = LayerMount.mount(spares.take().bind(tree, reader, events), key, config.fuse().engine(),
-        backingFiles, 0);
+    LayerMount m;
+    if (taken == null) {
+      m = LayerMount.mount(spares.take().bind(tree, reader, events), key, config.fuse().engine(), backingFiles, 0);
+    } else {
+      try {
+        m = LayerMount.resume(spares.take().bind(tree, reader, events), key, taken.device(), taken.negotiation(),
+            backingFiles);
+      } catch (IOException | RuntimeException e) {
+        dev.flatpull.fuse.DeviceHandover.closeDescriptor(taken.device());
+        throw e;
+      }
+    }
     long t3 = nanoTime.getAsLong();
     // After the mount, whose tree it slowed on 2 cores when built beside it, and before the first read, which waited
     // for it.
@@ -246,9 +310,11 @@ public final class LayerServer implements AutoCloseable {
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
         session.map(x -> x.reference.toString()), readahead);
     served.put(key, s);
+    m.connection().ifPresent(c -> handover.hold(key, c));
     session.ifPresent(x -> runtimeImageLoading.layerMounted(x, layer.digest()));
     metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
-    LOG.info("serving " + layer.digest() + " of " + imageRef + " at " + key + " (" + lazy.index().entries().size()
+    LOG.info((taken == null ? "serving " : "took over serving ") + layer.digest() + " of " + imageRef + " at " + key
+        + " (" + lazy.index().entries().size()
         + " entries, " + lazy.index().format() + "): " + (lazy.index().fromKeptFile() ? "index read from its kept file"
         : "TOC fetched and verified") + " in " + (t1 - t0) / 1_000_000 + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms"
         + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare")
@@ -413,6 +479,7 @@ public final class LayerServer implements AutoCloseable {
     s.prefetchers().forEach(LayerPrefetcher::stop);
     s.readahead().restore();
     s.mount().close();
+    handover.drop(key);
     if (layerRemoved && served.values().stream().noneMatch(o -> o.layer().digest().equals(s.layer().digest()))) {
       try {
         keptIndexes.forget(s.layer());
@@ -476,6 +543,7 @@ public final class LayerServer implements AutoCloseable {
     for (Path p : new ArrayList<>(served.keySet())) {
       unmount(p);
     }
+    handover.close();
     threads.shutdown();
     cache.close();
     clients.close();

@@ -37,6 +37,49 @@ public final class DeviceHandover implements AutoCloseable {
   /** A message and the descriptor that came with it (-1: none). */
   public record Received(int descriptor, byte[] message) {}
 
+  /**
+   * What a FUSE manager and the holder of its devices say to each other, one message each. {@code HOLD} (with the
+   * device): keep this mount's device and its negotiation; {@code DROP}: the mount is gone, close it; {@code TAKE}:
+   * give me this mount's device; the answer {@code GIVEN} (with a duplicate of the device) or {@code NONE}.
+   */
+  public record Message(Kind kind, Path mountPoint, byte[] negotiation) {
+    public enum Kind { HOLD, DROP, TAKE, GIVEN, NONE }
+
+    public Message {
+      mountPoint = mountPoint.toAbsolutePath().normalize();
+      negotiation = negotiation.clone();
+    }
+
+    public byte[] encode() {
+      byte[] path = mountPoint.toString().getBytes(StandardCharsets.UTF_8);
+      return ByteBuffer.allocate(1 + 4 + path.length + negotiation.length).put((byte) kind.ordinal())
+          .putInt(path.length).put(path).put(negotiation).array();
+    }
+
+    /** The message {@code bytes} hold; anything else is refused. */
+    public static Message decode(byte[] bytes) throws IOException {
+      ByteBuffer b = ByteBuffer.wrap(bytes);
+      if (bytes.length < 5 || bytes[0] < 0 || bytes[0] >= Kind.values().length) {
+        throw new IOException("not a device holder's message (" + bytes.length + " bytes)");
+      }
+      Kind kind = Kind.values()[b.get()];
+      int length = b.getInt();
+      if (length <= 0 || length > b.remaining()) {
+        throw new IOException("a device holder's message with a path of " + length + " bytes in " + bytes.length);
+      }
+      byte[] path = new byte[length];
+      b.get(path);
+      byte[] negotiation = new byte[b.remaining()];
+      b.get(negotiation);
+      return new Message(kind, Path.of(new String(path, StandardCharsets.UTF_8)), negotiation);
+    }
+  }
+
+  /** Sends {@code message}, with a duplicate of {@code descriptor} unless it is -1. */
+  public void send(Message message, int descriptor) throws IOException {
+    send(descriptor, message.encode());
+  }
+
   /** Listens at {@code path} (replacing a socket a killed process left there); {@link #accept} takes connections. */
   public static DeviceHandover listen(Path path) throws IOException {
     DeviceHandover h = new DeviceHandover(newSocket(), path);
@@ -139,8 +182,17 @@ public final class DeviceHandover implements AutoCloseable {
     }
   }
 
+  /**
+   * Ends the connection both ways without closing the socket (its owner's thread may be blocked on it, and closes it
+   * when that returns).
+   */
+  public void shutdown() {
+    libc.shutdown(socket, Libc.SHUT_RDWR);
+  }
+
   @Override
   public void close() {
+    libc.shutdown(socket, Libc.SHUT_RDWR);
     libc.close(socket);
     if (listening != null) {
       libc.unlink(listening.toString());

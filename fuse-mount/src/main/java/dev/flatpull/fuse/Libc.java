@@ -83,6 +83,11 @@ public interface Libc {
 
   int unlink(String path);
 
+  int SHUT_RDWR = 2;
+
+  /** Wakes a thread blocked accepting on {@code fd}, which {@code close} alone does not. */
+  int shutdown(int fd, int how);
+
   int getgid();
 
   /** Loaded once, on first use. */

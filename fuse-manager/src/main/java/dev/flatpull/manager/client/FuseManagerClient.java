@@ -134,6 +134,19 @@ public final class FuseManagerClient implements AutoCloseable {
     }
   }
 
+  /**
+   * Asks the manager to serve the mount at {@code mountPoint} that an earlier manager made, through its FUSE device,
+   * which the daemon holds ({@code take_over}).
+   */
+  public MountLayerResponse takeOver(Path mountPoint, String imageRef, String descriptorJson) throws IOException {
+    try {
+      return stub(600).mount(MountLayerRequest.newBuilder().setMountPoint(mountPoint.toString()).setImageRef(imageRef)
+          .setLayerDescriptorJson(descriptorJson).setTakeOver(true).build());
+    } catch (StatusRuntimeException e) {
+      throw failure("take over", e);
+    }
+  }
+
   public void unmount(Path mountPoint) throws IOException {
     try {
       stub(60).unmount(UnmountLayerRequest.newBuilder().setMountPoint(mountPoint.toString()).build());

@@ -41,6 +41,7 @@ final class FuseManagerCommand implements Callable<Integer> {
     FuseManagerServer server;
     try {
       managerMeters.bind(layers);
+      layers.handOverMounts(config.snapshotter().fuseDevicesSocket());
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));
       }

@@ -10,6 +10,7 @@ import dev.flatpull.snapshotter.metrics.DaemonMeters;
 import dev.flatpull.endpoints.metrics.Meters;
 import dev.flatpull.endpoints.metrics.MetricsServer;
 import dev.flatpull.manager.client.FuseManagerClient;
+import dev.flatpull.fuse.DeviceHolder;
 import dev.flatpull.snapshotter.remote.RegistryRemoteLayers;
 import java.io.IOException;
 import java.time.InstantSource;
@@ -31,6 +32,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
 
   private final RegistryClients clients;
   private final FuseManagerClient manager;
+  private final DeviceHolder devices;
   private final OverlaySnapshotter snapshotter;
   private final SnapshotsServer server;
   private final Optional<MetricsServer> metricsEndpoint;
@@ -39,10 +41,11 @@ public final class SnapshotterDaemon implements AutoCloseable {
   // The manager whose exit is watched, so that each is watched once.
   private final java.util.concurrent.atomic.AtomicLong watched = new java.util.concurrent.atomic.AtomicLong(-1);
 
-  private SnapshotterDaemon(RegistryClients clients, FuseManagerClient manager, OverlaySnapshotter snapshotter,
-      SnapshotsServer server, Optional<MetricsServer> metricsEndpoint) {
+  private SnapshotterDaemon(RegistryClients clients, FuseManagerClient manager, DeviceHolder devices,
+      OverlaySnapshotter snapshotter, SnapshotsServer server, Optional<MetricsServer> metricsEndpoint) {
     this.clients = clients;
     this.manager = manager;
+    this.devices = devices;
     this.snapshotter = snapshotter;
     this.server = server;
     this.metricsEndpoint = metricsEndpoint;
@@ -66,16 +69,19 @@ public final class SnapshotterDaemon implements AutoCloseable {
     LongSupplier nanoTime = System::nanoTime;
     InstantSource clock = InstantSource.system();
     OverlaySnapshotter snapshotter = null;
+    DeviceHolder devices = null;
     try {
+      // Before the snapshotter opens: a manager that runs hands its mounts' devices over within a second.
+      devices = DeviceHolder.listen(config.snapshotter().fuseDevicesSocket());
       snapshotter = OverlaySnapshotter.open(config.root(),
-          new RegistryRemoteLayers(clients, platform, manager, nanoTime), metrics,
+          new RegistryRemoteLayers(clients, platform, manager, nanoTime, devices), metrics,
           OverlaySnapshotter.Environment.of(nanoTime, clock));
       SnapshotsServer server = SnapshotsServer.start(config.snapshotter().socket(), snapshotter, metrics::call);
       Optional<MetricsServer> endpoint = Optional.empty();
       if (config.snapshotter().metricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().metricsAddress().get(), meters));
       }
-      SnapshotterDaemon d = new SnapshotterDaemon(clients, manager, snapshotter, server, endpoint);
+      SnapshotterDaemon d = new SnapshotterDaemon(clients, manager, devices, snapshotter, server, endpoint);
       // At once, so that the FUSE manager starts (and warms up) before the first remote Prepare, yet serving never
       // waits for it: open() has already remounted whatever containers use.
       d.watchdog.scheduleWithFixedDelay(d::keepLayersServed, 0, 10, TimeUnit.SECONDS);
@@ -84,6 +90,9 @@ public final class SnapshotterDaemon implements AutoCloseable {
     } catch (IOException | RuntimeException e) {
       if (snapshotter != null) {
         snapshotter.close();
+      }
+      if (devices != null) {
+        devices.close();
       }
       manager.close();
       clients.close();
@@ -99,6 +108,14 @@ public final class SnapshotterDaemon implements AutoCloseable {
     try {
       watchExit(manager.ensureRunning().getPid());
       snapshotter.remountRemote();
+      // Devices of mounts detached since (a removal's clean-up) keep nothing alive but a descriptor.
+      devices.dropUnless(p -> {
+        try {
+          return dev.flatpull.core.MountTable.isMountPoint(p);
+        } catch (IOException e) {
+          return true; // asked again next round
+        }
+      });
     } catch (IOException | RuntimeException e) {
       LOG.warning("checking the FUSE manager failed: " + e.getMessage());
     }
@@ -140,6 +157,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
     try {
       snapshotter.close();
     } finally {
+      devices.close();
       manager.close();
       clients.close();
     }

@@ -547,10 +547,16 @@ public final class OverlaySnapshotter implements AutoCloseable {
     }
   }
 
+  // Attempts at taking a held mount over, after which its device is let go and the layer mounted afresh.
+  private static final int TAKE_OVER_ATTEMPTS = 3;
+  private final Map<Path, Integer> takeOverFailures = new java.util.concurrent.ConcurrentHashMap<>();
+
   /**
-   * Mounts every remote snapshot that is not served (after a crash of the process that served it): its layer is read
-   * lazily again, from the source stored with it. A layer that cannot be mounted now is logged and retried by
-   * {@link #remountRemote} on the next call (the daemon calls it periodically).
+   * Serves every remote snapshot that is not served (after a crash of the process that served it). A mount whose FUSE
+   * device the daemon holds is taken over in place: its containers' reads waited and go on. Any other is mounted
+   * afresh: its layer is read lazily again, from the source stored with it. A layer that cannot be served now is
+   * logged and retried by {@link #remountRemote} on the next call (the daemon calls it periodically); a held mount
+   * that cannot be taken over {@value #TAKE_OVER_ATTEMPTS} times is let go and mounted afresh.
    */
   public int remountRemote() throws IOException {
     List<Snapshot> rows;
@@ -577,6 +583,24 @@ public final class OverlaySnapshotter implements AutoCloseable {
             return null;
           }
           Path m = s.remoteMount().get();
+          if (remote.held(m)) {
+            // Its device held, the mount is alive and its containers' reads wait: served in place, untouched till then.
+            try {
+              remote.takeOver(s.remote().orElseThrow(), m);
+              takeOverFailures.remove(m);
+              LOG.info("took over remote snapshot " + quote(s.name()) + " at " + m);
+              return null;
+            } catch (IOException e) {
+              if (takeOverFailures.merge(m, 1, Integer::sum) < TAKE_OVER_ATTEMPTS) {
+                throw e;
+              }
+              takeOverFailures.remove(m);
+              LOG.warning("taking over remote snapshot " + quote(s.name()) + " at " + m + " failed "
+                  + TAKE_OVER_ATTEMPTS + " times (" + e.getMessage() + "): its containers' reads of it now fail,"
+                  + " and it is mounted afresh");
+              remote.release(m);
+            }
+          }
           if (dev.flatpull.core.MountTable.isMountPoint(m)) {
             HostMounts.detach(m); // the mount of a dead server: every access fails with ENOTCONN
           }

@@ -23,6 +23,22 @@ public interface RemoteLayers {
   /** The mount points currently served. */
   Set<Path> served() throws IOException;
 
+  /**
+   * Whether the mount at {@code mountPoint}, which nothing serves now, can be taken over: its FUSE device is held, so
+   * its containers' reads wait for a server instead of failing. Until then nothing may touch the mount point.
+   */
+  default boolean held(Path mountPoint) {
+    return false;
+  }
+
+  /** Serves the held mount at {@code mountPoint} again, in place; returns once it serves. */
+  default void takeOver(RemoteSource source, Path mountPoint) throws IOException {
+    throw new IOException("remote layers cannot be taken over");
+  }
+
+  /** Lets go of the held mount's device: its waiting reads then fail, and the mount can be detached. */
+  default void release(Path mountPoint) {}
+
   /** No remote layers at all: every Prepare is an ordinary one. */
   RemoteLayers NONE = new RemoteLayers() {
     @Override

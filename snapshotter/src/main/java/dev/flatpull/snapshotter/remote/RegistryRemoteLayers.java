@@ -10,6 +10,7 @@ import dev.flatpull.fetcher.oci.OciDocuments;
 import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.RegistryClients;
+import dev.flatpull.fuse.DeviceHolder;
 import dev.flatpull.manager.api.v1.MountLayerResponse;
 import dev.flatpull.manager.api.v1.MountedLayer;
 import dev.flatpull.snapshotter.overlay.HostMounts;
@@ -43,16 +44,24 @@ public final class RegistryRemoteLayers implements RemoteLayers {
   private final Platform platform;
   private final FuseManagerClient manager;
   private final LongSupplier nanoTime;
+  private final DeviceHolder devices;
   // An unpack prepares every layer of one image in turn: its manifest is fetched once.
   private final Map<String, CachedManifest> manifests = new ConcurrentHashMap<>();
 
   /** @param nanoTime the monotonic clock a fetched manifest ages by */
   public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager,
       LongSupplier nanoTime) {
+    this(clients, platform, manager, nanoTime, DeviceHolder.NONE);
+  }
+
+  /** @param devices the daemon's hold on the manager's mounts' devices: what a new manager can take over */
+  public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager,
+      LongSupplier nanoTime, DeviceHolder devices) {
     this.clients = clients;
     this.platform = platform;
     this.manager = manager;
     this.nanoTime = nanoTime;
+    this.devices = devices;
   }
 
   @Override
@@ -142,7 +151,26 @@ public final class RegistryRemoteLayers implements RemoteLayers {
       // The manager is gone or stuck: detach the mount ourselves so the directory can be removed.
       LOG.warning("the FUSE manager did not unmount " + mountPoint + " (" + e.getMessage() + "); detaching it");
       HostMounts.detach(mountPoint);
+    } finally {
+      devices.drop(mountPoint);
     }
+  }
+
+  @Override
+  public boolean held(Path mountPoint) {
+    return devices.holds(mountPoint);
+  }
+
+  @Override
+  public void takeOver(RemoteSource source, Path mountPoint) throws IOException {
+    manager.ensureRunning();
+    MountLayerResponse r = manager.takeOver(mountPoint, source.imageRef(), source.descriptorJson());
+    LOG.fine(() -> "took over " + r.getEntries() + " entries (" + r.getFormat() + ") at " + mountPoint);
+  }
+
+  @Override
+  public void release(Path mountPoint) {
+    devices.drop(mountPoint);
   }
 
   @Override
