@@ -20,10 +20,12 @@ import org.junit.jupiter.api.Test;
 /**
  * kill -9 of the snapshotter daemon or of the FUSE manager at random instants of a stream of lazy pulls, container
  * starts and image removals through real containerd (a killed daemon is restarted, as systemd would; a killed manager
- * is replaced by the daemon itself) (seeded: {@code -Dflatpull.nodecrash.seed}, kills:
- * {@code -Dflatpull.nodecrash.kills}). After each kill and restart: a new container of the image starts; once
- * containerd has removed the image, flatpull lists no snapshot, keeps no snapshot directory and no mount; and every
- * page-cache file holds the content its name says. Prints the counts.
+ * is replaced by the daemon itself, and its mounts taken over) (seeded: {@code -Dflatpull.nodecrash.seed}, kills:
+ * {@code -Dflatpull.nodecrash.kills}). Each round a container reads the image's files over and over across the kill
+ * (the kernel's caches dropped after a manager's): none of its reads fails. After each kill and restart: a new
+ * container of the image starts; once containerd has removed the image, flatpull lists no snapshot, keeps no snapshot
+ * directory and no mount; and every page-cache file holds the content its name says. Prints the counts, and the pause
+ * the reading container saw across each takeover.
  */
 class NodeCrashMatrixIT {
   private static final long SEED = Long.getLong("flatpull.nodecrash.seed", 20261202L);
@@ -81,6 +83,57 @@ class NodeCrashMatrixIT {
     }
   }
 
+  /**
+   * A container that reads the image's Python library over and over while the round's kill happens: every file with
+   * {@code cat}, a failure written as a FAILED line and a read over 100 ms as a SLOW line (with the pass it fell in),
+   * a PASS line after each pass, into a log in its own writable layer.
+   */
+  private static String startReader(int round) throws Exception {
+    String id = "reader-" + round;
+    for (int i = 0; ; i++) {
+      if (containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image).exitCode() == 0) {
+        break;
+      }
+      assertTrue(i < 60, "round " + round + ": the image cannot be pulled for the reader");
+      Thread.sleep(500);
+    }
+    containerd.ctrOk("run", "-d", "--snapshotter", "flatpull", image, id, "/bin/sh", "-c",
+        "p=0; while :; do for f in /usr/lib/python3.11/*.py; do"
+            + " s=$(date +%s%N); cat \"$f\" > /dev/null || echo \"FAILED $p $f\" >> /tmp/reads.log;"
+            + " d=$(( ($(date +%s%N) - s) / 1000000 )); [ $d -gt 100 ] && echo \"SLOW $p $d $f\" >> /tmp/reads.log;"
+            + " done; p=$((p+1)); echo \"PASS $p\" >> /tmp/reads.log; done");
+    Await.until(Duration.ofSeconds(60), () -> readerLog(id).passes() >= 1, () -> "a first pass of " + id);
+    return id;
+  }
+
+  /** What a reader logged. */
+  record ReaderLog(int passes, List<String> failures, List<String> slow) {
+    /** The slowest read in a pass after {@code pass} (the pass the kill fell in, or the next), in ms. */
+    long slowestAfter(int pass) {
+      return slow.stream().map(l -> l.split(" ")).filter(f -> Integer.parseInt(f[1]) >= pass)
+          .mapToLong(f -> Long.parseLong(f[2])).max().orElse(0);
+    }
+  }
+
+  private static ReaderLog readerLog(String id) throws Exception {
+    Processes.Result r = containerd.ctr("task", "exec", "--exec-id", "log-" + System.nanoTime(), id, "/bin/cat",
+        "/tmp/reads.log");
+    List<String> lines = r.exitCode() == 0 ? r.stdout().lines().toList() : List.of();
+    int passes = (int) lines.stream().filter(l -> l.startsWith("PASS ")).count();
+    return new ReaderLog(passes, lines.stream().filter(l -> l.startsWith("FAILED ")).toList(),
+        lines.stream().filter(l -> l.startsWith("SLOW ")).toList());
+  }
+
+  /** Waits for {@code passes} passes of the reader (each after the kill read through the mount), then stops it. */
+  private static ReaderLog awaitReader(String id, int passes, int round) throws Exception {
+    Await.until(Duration.ofSeconds(90), () -> readerLog(id).passes() >= passes,
+        () -> "round " + round + ": " + id + " read on after the kill");
+    ReaderLog log = readerLog(id);
+    containerd.removeContainer(id);
+    assertEquals(List.of(), log.failures(), "round " + round + ": reads that failed in a running container");
+    return log;
+  }
+
   private static void removeEverything() throws Exception {
     for (String id : containerd.ctr("container", "ls", "-q").stdout().lines().toList()) {
       containerd.removeContainer(id.trim());
@@ -109,10 +162,14 @@ class NodeCrashMatrixIT {
     AtomicInteger ok = new AtomicInteger();
     AtomicInteger failed = new AtomicInteger();
     int recovered = 0;
+    int readFailures = 0;
+    List<Long> pauses = new java.util.ArrayList<>();
     long started = System.nanoTime();
     for (int round = 0; round < KILLS; round++) {
       Random r = new Random(random.nextLong());
       int n = round;
+      String reader = startReader(round);
+      int passesAtKill;
       java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
       Thread worker = new Thread(() -> work(r, ok, failed, n, stop), "crash-worker");
       worker.start();
@@ -120,12 +177,15 @@ class NodeCrashMatrixIT {
       Thread.sleep(after);
       boolean manager = random.nextBoolean();
       System.out.printf("round %d: kill -9 of the %s after %d ms%n", round, manager ? "FUSE manager" : "daemon", after);
+      passesAtKill = readerLog(reader).passes();
       long killedAt = System.nanoTime();
       if (manager) {
-        // The daemon keeps running: its watchdog (or the next remote Prepare) starts a new manager and mounts every
-        // remote snapshot again; running containers of the old mounts fail.
+        // The daemon keeps running: its watchdog (or the next remote Prepare) starts a new manager, which takes every
+        // mount over in place; the running reader's reads wait meanwhile. With the kernel's caches dropped, the reader
+        // needs the mount for every file it reads next.
         long pid = flatpull.managerPid();
         Processes.run(List.of("kill", "-9", Long.toString(pid)), 10);
+        Processes.dropCaches();
         managerKills++;
         stop.set(true);
         worker.join(120_000);
@@ -138,6 +198,11 @@ class NodeCrashMatrixIT {
         flatpull.start();
       }
       assertTrue(!worker.isAlive(), "the workload hung after a kill");
+      ReaderLog read = awaitReader(reader, passesAtKill + 2, round);
+      readFailures += read.failures().size();
+      if (manager) {
+        pauses.add(read.slowestAfter(passesAtKill));
+      }
       long restarted = System.nanoTime();
       removeEverything();
       long cleaned = System.nanoTime();
@@ -154,7 +219,13 @@ class NodeCrashMatrixIT {
     System.out.printf("node crash matrix: %d kills (%d of the daemon, %d of the FUSE manager) in %.0f s; %d calls"
             + " acknowledged, %d failed at a kill; %d recoveries checked%n", KILLS, daemonKills, managerKills,
         (System.nanoTime() - started) / 1e9, ok.get(), failed.get(), recovered);
+    List<Long> sorted = pauses.stream().sorted().toList();
+    System.out.printf("running containers: %d failed reads; the pause a reader saw across a FUSE manager's kill and"
+            + " takeover: median %d ms, worst %d ms (%d kills)%n", readFailures,
+        sorted.isEmpty() ? 0 : sorted.get(sorted.size() / 2), sorted.isEmpty() ? 0 : sorted.get(sorted.size() - 1),
+        sorted.size());
     assertEquals(KILLS, recovered);
+    assertEquals(0, readFailures, "reads that failed in running containers");
     // Only the node's first manager warmed up: each that replaced a killed one served at once.
     long warmUps = flatpull.log().lines().filter(l -> l.contains("warmed up the remote-layer path")).count();
     assertEquals(1, warmUps, "warm-ups of FUSE managers, " + managerKills + " of them replacements");
