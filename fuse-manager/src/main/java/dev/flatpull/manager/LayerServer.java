@@ -58,7 +58,12 @@ public final class LayerServer implements AutoCloseable {
   /** One served layer. */
   public record Served(
       Path mountPoint, Descriptor layer, String imageRef, int entries, String format, LayerMount mount,
-      List<LayerPrefetcher> prefetchers, Optional<String> image, ReadaheadKnobs readahead) {}
+      List<LayerPrefetcher> prefetchers, Optional<String> image, ReadaheadKnobs readahead, String source) {}
+
+  /** What serves a layer again, as the holder keeps it with the mount's device: the image and the descriptor. */
+  private static String source(String imageRef, String descriptorJson) {
+    return imageRef + "\n" + descriptorJson;
+  }
 
   /**
    * The threads the server runs on, made by the composition root.
@@ -205,7 +210,8 @@ public final class LayerServer implements AutoCloseable {
     Path key = mountPoint.toAbsolutePath().normalize();
     Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
     Optional<Served> existing = existing(key, layer);
-    return existing.isPresent() ? existing.get() : serve(key, layer, imageRef, manifest, null);
+    return existing.isPresent() ? existing.get()
+        : serve(key, layer, imageRef, source(imageRef, descriptorJson), manifest, null);
   }
 
   /**
@@ -227,7 +233,47 @@ public final class LayerServer implements AutoCloseable {
     }
     MountHandover.Taken taken = handover.take(key).orElseThrow(() -> new IOException(
         "the daemon holds no FUSE device for " + key + ": it cannot be taken over"));
-    return serve(key, layer, imageRef, Optional.empty(), taken);
+    return serve(key, layer, imageRef, source(imageRef, descriptorJson), Optional.empty(), taken);
+  }
+
+  /**
+   * Takes over every mount whose device the daemon holds, at once, before this manager answers the daemon: a manager
+   * started after one that died serves the running containers' mounts without waiting for the daemon to ask for each.
+   * A mount that cannot be taken over here is left to the daemon, which asks again ({@link #takeOver}) or lets it go.
+   *
+   * @return the mounts taken over
+   */
+  public int takeOverHeld() {
+    List<MountHandover.Taken> all;
+    try {
+      all = handover.takeAll();
+    } catch (IOException e) {
+      LOG.warning("asking the daemon for the FUSE devices it holds failed: " + e.getMessage());
+      return 0;
+    }
+    int n = 0;
+    for (MountHandover.Taken t : all) {
+      String[] src = t.source().split("\n", 2);
+      try {
+        if (src.length != 2) {
+          throw new IOException("the held source says no layer");
+        }
+        Descriptor layer = OciDocuments.parseDescriptor(src[1]);
+        if (served.containsKey(t.mountPoint())) {
+          dev.flatpull.fuse.DeviceHandover.closeDescriptor(t.device());
+          continue;
+        }
+        askedFor = true;
+        serve(t.mountPoint(), layer, src[0], t.source(), Optional.empty(), t);
+        n++;
+      } catch (IOException | RuntimeException e) {
+        if (!served.containsKey(t.mountPoint())) {
+          dev.flatpull.fuse.DeviceHandover.closeDescriptor(t.device());
+        }
+        LOG.warning("taking over " + t.mountPoint() + " failed (the daemon asks again): " + e.getMessage());
+      }
+    }
+    return n;
   }
 
   private Optional<Served> existing(Path key, Descriptor layer) throws IOException {
@@ -241,8 +287,9 @@ public final class LayerServer implements AutoCloseable {
   /** Hands every kernel-engine mount over to the daemon's holder from now on (the FUSE manager's own). */
   public void handOverMounts(Path holderSocket) {
     handover = MountHandover.start(holderSocket, () -> {
-      Map<Path, LayerMount.Connection> out = new java.util.HashMap<>();
-      served.forEach((p, s) -> s.mount().connection().ifPresent(c -> out.put(p, c)));
+      Map<Path, MountHandover.Handed> out = new java.util.HashMap<>();
+      served.forEach((p, s) -> s.mount().connection().ifPresent(c -> out.put(p, new MountHandover.Handed(c,
+          s.source()))));
       return out;
     });
   }
@@ -251,7 +298,7 @@ public final class LayerServer implements AutoCloseable {
    * Mounts {@code layer} at {@code key}, or with {@code taken} serves the mount another manager made through its
    * device (closed here if serving fails before the mount takes it).
    */
-  private Served serve(Path key, Descriptor layer, String imageRef, Optional<ImageManifest> manifest,
+  private Served serve(Path key, Descriptor layer, String imageRef, String source, Optional<ImageManifest> manifest,
       MountHandover.Taken taken) throws IOException {
     long t0 = nanoTime.getAsLong();
     // A layer being mounted means a container is about to start reading: background fetching waits for it too.
@@ -308,9 +355,9 @@ public final class LayerServer implements AutoCloseable {
     List<LayerPrefetcher> prefetchers = prefetch(lazy, session, new DiffIdCheck(lazy.index(),
         session.map(x -> x.manifest), cache, d -> clients.client(ref).fetchBlob(d), metrics));
     Served s = new Served(key, layer, imageRef, lazy.index().entries().size(), formatName(lazy), m, prefetchers,
-        session.map(x -> x.reference.toString()), readahead);
+        session.map(x -> x.reference.toString()), readahead, source);
     served.put(key, s);
-    m.connection().ifPresent(c -> handover.hold(key, c));
+    m.connection().ifPresent(c -> handover.hold(key, new MountHandover.Handed(c, source)));
     session.ifPresent(x -> runtimeImageLoading.layerMounted(x, layer.digest()));
     metrics.layerMounted(Duration.ofNanos(t1 - t0), Duration.ofNanos(t2 - t1), Duration.ofNanos(t3 - t2));
     LOG.info((taken == null ? "serving " : "took over serving ") + layer.digest() + " of " + imageRef + " at " + key

@@ -39,39 +39,59 @@ public final class DeviceHandover implements AutoCloseable {
 
   /**
    * What a FUSE manager and the holder of its devices say to each other, one message each. {@code HOLD} (with the
-   * device): keep this mount's device and its negotiation; {@code DROP}: the mount is gone, close it; {@code TAKE}:
-   * give me this mount's device; the answer {@code GIVEN} (with a duplicate of the device) or {@code NONE}.
+   * device): keep this mount's device, its negotiation and its source (what a manager needs to serve the layer again);
+   * {@code DROP}: the mount is gone, close it; {@code TAKE}: give me this mount's device; {@code TAKE_ALL}: give me
+   * every held mount's. The answers: {@code GIVEN} (with a duplicate of the device, its negotiation and source), one
+   * per mount, and {@code NONE}, which ends them.
    */
-  public record Message(Kind kind, Path mountPoint, byte[] negotiation) {
-    public enum Kind { HOLD, DROP, TAKE, GIVEN, NONE }
+  public record Message(Kind kind, Path mountPoint, byte[] negotiation, String source) {
+    public enum Kind { HOLD, DROP, TAKE, TAKE_ALL, GIVEN, NONE }
 
     public Message {
       mountPoint = mountPoint.toAbsolutePath().normalize();
       negotiation = negotiation.clone();
+      java.util.Objects.requireNonNull(source);
+    }
+
+    /** A message that carries a mount point alone. */
+    public static Message of(Kind kind, Path mountPoint) {
+      return new Message(kind, mountPoint, new byte[0], "");
     }
 
     public byte[] encode() {
       byte[] path = mountPoint.toString().getBytes(StandardCharsets.UTF_8);
-      return ByteBuffer.allocate(1 + 4 + path.length + negotiation.length).put((byte) kind.ordinal())
-          .putInt(path.length).put(path).put(negotiation).array();
+      byte[] src = source.getBytes(StandardCharsets.UTF_8);
+      return ByteBuffer.allocate(1 + 4 + path.length + 4 + negotiation.length + src.length)
+          .put((byte) kind.ordinal()).putInt(path.length).put(path).putInt(negotiation.length).put(negotiation)
+          .put(src).array();
     }
 
     /** The message {@code bytes} hold; anything else is refused. */
     public static Message decode(byte[] bytes) throws IOException {
       ByteBuffer b = ByteBuffer.wrap(bytes);
-      if (bytes.length < 5 || bytes[0] < 0 || bytes[0] >= Kind.values().length) {
+      if (bytes.length < 9 || bytes[0] < 0 || bytes[0] >= Kind.values().length) {
         throw new IOException("not a device holder's message (" + bytes.length + " bytes)");
       }
       Kind kind = Kind.values()[b.get()];
-      int length = b.getInt();
-      if (length <= 0 || length > b.remaining()) {
-        throw new IOException("a device holder's message with a path of " + length + " bytes in " + bytes.length);
+      byte[] path = field(b, bytes.length, "path");
+      if (path.length == 0) {
+        throw new IOException("a device holder's message without a mount point");
       }
-      byte[] path = new byte[length];
-      b.get(path);
-      byte[] negotiation = new byte[b.remaining()];
-      b.get(negotiation);
-      return new Message(kind, Path.of(new String(path, StandardCharsets.UTF_8)), negotiation);
+      byte[] negotiation = field(b, bytes.length, "negotiation");
+      byte[] source = new byte[b.remaining()];
+      b.get(source);
+      return new Message(kind, Path.of(new String(path, StandardCharsets.UTF_8)), negotiation,
+          new String(source, StandardCharsets.UTF_8));
+    }
+
+    private static byte[] field(ByteBuffer b, int total, String what) throws IOException {
+      int length = b.remaining() >= 4 ? b.getInt() : -1;
+      if (length < 0 || length > b.remaining()) {
+        throw new IOException("a device holder's message with a " + what + " of " + length + " bytes in " + total);
+      }
+      byte[] out = new byte[length];
+      b.get(out);
+      return out;
     }
   }
 

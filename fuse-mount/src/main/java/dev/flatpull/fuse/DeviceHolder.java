@@ -19,7 +19,7 @@ import java.util.logging.Logger;
 public final class DeviceHolder implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(DeviceHolder.class.getName());
 
-  private record Held(int device, byte[] negotiation) {}
+  private record Held(int device, byte[] negotiation, String source) {}
 
   /** Holds nothing: no manager's mount can be taken over. */
   public static final DeviceHolder NONE = new DeviceHolder(null);
@@ -86,6 +86,7 @@ public final class DeviceHolder implements AutoCloseable {
           case HOLD -> hold(m, r.descriptor());
           case DROP -> drop(m.mountPoint());
           case TAKE -> give(peer, m.mountPoint());
+          case TAKE_ALL -> giveAll(peer);
           case GIVEN, NONE -> {
             DeviceHandover.closeDescriptor(r.descriptor());
             LOG.warning("a FUSE manager sent the holder's own answer " + m.kind() + "; ignored");
@@ -114,7 +115,7 @@ public final class DeviceHolder implements AutoCloseable {
       DeviceHandover.closeDescriptor(device);
       return;
     }
-    Held old = held.put(m.mountPoint(), new Held(device, m.negotiation()));
+    Held old = held.put(m.mountPoint(), new Held(device, m.negotiation(), m.source()));
     if (old != null) {
       DeviceHandover.closeDescriptor(old.device());
     }
@@ -123,10 +124,18 @@ public final class DeviceHolder implements AutoCloseable {
   private synchronized void give(DeviceHandover peer, Path mountPoint) throws IOException {
     Held h = held.get(mountPoint);
     if (h == null) {
-      peer.send(new Message(Message.Kind.NONE, mountPoint, new byte[0]), -1);
+      peer.send(Message.of(Message.Kind.NONE, mountPoint), -1);
     } else {
-      peer.send(new Message(Message.Kind.GIVEN, mountPoint, h.negotiation()), h.device());
+      peer.send(new Message(Message.Kind.GIVEN, mountPoint, h.negotiation(), h.source()), h.device());
     }
+  }
+
+  private synchronized void giveAll(DeviceHandover peer) throws IOException {
+    for (Map.Entry<Path, Held> e : held.entrySet()) {
+      Held h = e.getValue();
+      peer.send(new Message(Message.Kind.GIVEN, e.getKey(), h.negotiation(), h.source()), h.device());
+    }
+    peer.send(Message.of(Message.Kind.NONE, Path.of("/")), -1);
   }
 
   /** Whether the device of the mount at {@code mountPoint} is held: a manager can take the mount over. */

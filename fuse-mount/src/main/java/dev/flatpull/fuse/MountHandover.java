@@ -22,19 +22,22 @@ public final class MountHandover implements AutoCloseable {
   /** Hands nothing over. */
   public static final MountHandover NONE = new MountHandover(null, Map::of);
 
+  /** A served mount as it is handed over: its connection, and its source (what serves its layer again). */
+  public record Handed(LayerMount.Connection connection, String source) {}
+
   private final Path socket;
-  private final Supplier<Map<Path, LayerMount.Connection>> served;
+  private final Supplier<Map<Path, Handed>> served;
   private DeviceHandover connection;
   private volatile boolean closed;
 
-  /** @param served the connections of the mounts served now, handed over again on every new connection */
-  MountHandover(Path socket, Supplier<Map<Path, LayerMount.Connection>> served) {
+  /** @param served the mounts served now, handed over again on every new connection */
+  MountHandover(Path socket, Supplier<Map<Path, Handed>> served) {
     this.socket = socket;
     this.served = served;
   }
 
   /** Starts keeping the connection to the holder at {@code socket}. */
-  public static MountHandover start(Path socket, Supplier<Map<Path, LayerMount.Connection>> served) {
+  public static MountHandover start(Path socket, Supplier<Map<Path, Handed>> served) {
     MountHandover h = new MountHandover(socket, served);
     Thread t = new Thread(h::keep, "flatpull-mount-handover");
     t.setDaemon(true);
@@ -89,17 +92,18 @@ public final class MountHandover implements AutoCloseable {
   }
 
   /** Hands the mount at {@code mountPoint} over to the daemon (again, if it held it already). */
-  public synchronized void hold(Path mountPoint, LayerMount.Connection c) {
-    holdLocked(mountPoint, c);
+  public synchronized void hold(Path mountPoint, Handed h) {
+    holdLocked(mountPoint, h);
   }
 
-  private void holdLocked(Path mountPoint, LayerMount.Connection c) {
-    send(new Message(Message.Kind.HOLD, mountPoint, c.negotiation()), c.device());
+  private void holdLocked(Path mountPoint, Handed h) {
+    send(new Message(Message.Kind.HOLD, mountPoint, h.connection().negotiation(), h.source()),
+        h.connection().device());
   }
 
   /** Tells the daemon the mount at {@code mountPoint} is gone. */
   public synchronized void drop(Path mountPoint) {
-    send(new Message(Message.Kind.DROP, mountPoint, new byte[0]), -1);
+    send(Message.of(Message.Kind.DROP, mountPoint), -1);
   }
 
   private void send(Message m, int device) {
@@ -116,8 +120,11 @@ public final class MountHandover implements AutoCloseable {
     }
   }
 
-  /** A device taken back from the holder: this process owns {@code device} and must serve or close it. */
-  public record Taken(int device, byte[] negotiation) {}
+  /**
+   * A device taken back from the holder, with the mount it serves, its negotiation and its source: this process owns
+   * {@code device} and must serve or close it.
+   */
+  public record Taken(Path mountPoint, int device, byte[] negotiation, String source) {}
 
   /** The device of the mount at {@code mountPoint}, if the daemon holds it. */
   public Optional<Taken> take(Path mountPoint) throws IOException {
@@ -125,18 +132,50 @@ public final class MountHandover implements AutoCloseable {
       return Optional.empty();
     }
     try (DeviceHandover c = DeviceHandover.connect(socket)) {
-      c.send(new Message(Message.Kind.TAKE, mountPoint, new byte[0]), -1);
-      DeviceHandover.Received r = c.receive();
-      if (r.message().length == 0) {
-        throw new IOException("the FUSE device holder closed the connection without an answer");
-      }
-      Message m = Message.decode(r.message());
-      if (m.kind() != Message.Kind.GIVEN || r.descriptor() < 0) {
-        DeviceHandover.closeDescriptor(r.descriptor());
-        return Optional.empty();
-      }
-      return Optional.of(new Taken(r.descriptor(), m.negotiation()));
+      c.send(Message.of(Message.Kind.TAKE, mountPoint), -1);
+      return answer(c);
     }
+  }
+
+  /**
+   * Every mount whose device the daemon holds (a manager starting after one that died takes them all over at once);
+   * empty when no daemon listens.
+   */
+  public java.util.List<Taken> takeAll() throws IOException {
+    java.util.List<Taken> out = new java.util.ArrayList<>();
+    if (socket == null) {
+      return out;
+    }
+    DeviceHandover c;
+    try {
+      c = DeviceHandover.connect(socket);
+    } catch (IOException noDaemon) {
+      return out;
+    }
+    try (c) {
+      c.send(Message.of(Message.Kind.TAKE_ALL, Path.of("/")), -1);
+      for (Optional<Taken> t = answer(c); t.isPresent(); t = answer(c)) {
+        out.add(t.get());
+      }
+    } catch (IOException | RuntimeException e) {
+      out.forEach(t -> DeviceHandover.closeDescriptor(t.device()));
+      throw e;
+    }
+    return out;
+  }
+
+  /** The holder's next answer: a device given, or empty for NONE. */
+  private static Optional<Taken> answer(DeviceHandover c) throws IOException {
+    DeviceHandover.Received r = c.receive();
+    if (r.message().length == 0) {
+      throw new IOException("the FUSE device holder closed the connection without an answer");
+    }
+    Message m = Message.decode(r.message());
+    if (m.kind() != Message.Kind.GIVEN || r.descriptor() < 0) {
+      DeviceHandover.closeDescriptor(r.descriptor());
+      return Optional.empty();
+    }
+    return Optional.of(new Taken(m.mountPoint(), r.descriptor(), m.negotiation(), m.source()));
   }
 
   @Override

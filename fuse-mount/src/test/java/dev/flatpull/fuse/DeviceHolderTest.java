@@ -33,14 +33,15 @@ class DeviceHolderTest {
     Path mount = dir.resolve("mnt");
     int device = openWithOffset(4);
     byte[] negotiation = {1, 2, 3};
-    Map<Path, LayerMount.Connection> served = new ConcurrentHashMap<>();
+    Map<Path, MountHandover.Handed> served = new ConcurrentHashMap<>();
     try (DeviceHolder holder = DeviceHolder.listen(socket);
         MountHandover handover = MountHandover.start(socket, () -> Map.copyOf(served))) {
-      served.put(mount, new LayerMount.Connection(device, negotiation));
+      served.put(mount, new MountHandover.Handed(new LayerMount.Connection(device, negotiation), "ref\n{}"));
       Await.until(WAIT, () -> holder.holds(mount), () -> "the mount handed over on connecting");
       Optional<MountHandover.Taken> taken = handover.take(mount);
       assertTrue(taken.isPresent());
       assertArrayEquals(negotiation, taken.get().negotiation());
+      assertEquals("ref\n{}", taken.get().source());
       // The same open file: it reads on from where this process's descriptor left it.
       assertEquals("456789", read(taken.get().device()));
       DeviceHandover.closeDescriptor(taken.get().device());
@@ -59,7 +60,8 @@ class DeviceHolderTest {
     Path socket = dir.resolve("devices.sock");
     Path mount = dir.resolve("mnt");
     int device = openWithOffset(0);
-    Map<Path, LayerMount.Connection> served = Map.of(mount, new LayerMount.Connection(device, new byte[] {9}));
+    Map<Path, MountHandover.Handed> served = Map.of(mount,
+        new MountHandover.Handed(new LayerMount.Connection(device, new byte[] {9}), "source"));
     try (MountHandover handover = MountHandover.start(socket, () -> served)) {
       try (DeviceHolder first = DeviceHolder.listen(socket)) {
         Await.until(WAIT, () -> first.holds(mount), () -> "held by the first holder");
@@ -67,6 +69,13 @@ class DeviceHolderTest {
       try (DeviceHolder second = DeviceHolder.listen(socket)) {
         Await.until(WAIT, () -> second.holds(mount), () -> "held again by the holder started after it");
         assertEquals(java.util.Set.of(mount.toAbsolutePath().normalize()), second.held());
+        // A manager starting after one that died takes every held mount at once, each with its source.
+        java.util.List<MountHandover.Taken> all = handover.takeAll();
+        assertEquals(1, all.size());
+        assertEquals(mount.toAbsolutePath().normalize(), all.get(0).mountPoint());
+        assertEquals("source", all.get(0).source());
+        assertArrayEquals(new byte[] {9}, all.get(0).negotiation());
+        DeviceHandover.closeDescriptor(all.get(0).device());
       }
     } finally {
       Libc.Holder.LIBC.close(device);
@@ -80,7 +89,7 @@ class DeviceHolderTest {
     int device = openWithOffset(0);
     try (DeviceHolder holder = DeviceHolder.listen(socket)) {
       try (DeviceHandover c = DeviceHandover.connect(socket)) {
-        c.send(new DeviceHandover.Message(DeviceHandover.Message.Kind.HOLD, mount, new byte[] {1}), device);
+        c.send(new DeviceHandover.Message(DeviceHandover.Message.Kind.HOLD, mount, new byte[] {1}, "s"), device);
         Await.until(WAIT, () -> holder.holds(mount), () -> "held");
         c.send(-1, "not a message".getBytes(StandardCharsets.UTF_8));
         // The holder closes the connection: the next receive sees its end.

@@ -250,6 +250,12 @@ class NodeCrashMatrixIT {
       if (fresh.exitCode() == 0) {
         break;
       }
+      if (fresh.stderr().contains("failed to extract layer")) {
+        // containerd found no snapshot for the image and unpacked it from content a lazy pull never fetched: seen
+        // once, after a round's removals, the cause not established. Pulled again, its layer is prepared anew.
+        System.out.printf("round %d: the image's snapshot was gone after its pull; pulling it again%n", round);
+        containerd.ctr("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
+      }
       Thread.sleep(500);
     }
     assertEquals(0, fresh.exitCode(), "round " + round + ": no container starts after the kill: " + fresh.stderr()

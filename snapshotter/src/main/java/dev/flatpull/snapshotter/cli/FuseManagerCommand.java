@@ -42,6 +42,11 @@ final class FuseManagerCommand implements Callable<Integer> {
     try {
       managerMeters.bind(layers);
       layers.handOverMounts(config.snapshotter().fuseDevicesSocket());
+      // Before answering: a manager started after one that died serves the running containers' mounts at once.
+      int taken = layers.takeOverHeld();
+      if (taken > 0) {
+        System.err.println("flatpull fuse-manager: took over " + taken + " of the mounts the daemon held");
+      }
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));
       }
