@@ -36,8 +36,11 @@ class DeviceHolderTest {
     Map<Path, MountHandover.Handed> served = new ConcurrentHashMap<>();
     try (DeviceHolder holder = DeviceHolder.listen(socket);
         MountHandover handover = MountHandover.start(socket, () -> Map.copyOf(served))) {
-      served.put(mount, new MountHandover.Handed(new LayerMount.Connection(device, negotiation), "ref\n{}"));
-      Await.until(WAIT, () -> holder.holds(mount), () -> "the mount handed over on connecting");
+      // As a manager mounts: served first, then handed over; whether or not the connection is made yet, it is held.
+      MountHandover.Handed handed = new MountHandover.Handed(new LayerMount.Connection(device, negotiation), "ref\n{}");
+      served.put(mount, handed);
+      handover.hold(mount, handed);
+      Await.until(WAIT, () -> holder.holds(mount), () -> "the mount handed over");
       Optional<MountHandover.Taken> taken = handover.take(mount);
       assertTrue(taken.isPresent());
       assertArrayEquals(negotiation, taken.get().negotiation());
