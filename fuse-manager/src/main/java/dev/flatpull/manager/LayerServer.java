@@ -14,6 +14,7 @@ import dev.flatpull.fetcher.registry.FetchStatistics;
 import dev.flatpull.fetcher.registry.RegistryClients;
 import dev.flatpull.fuse.BackingFiles;
 import dev.flatpull.fuse.ContentEvents;
+import dev.flatpull.fuse.DeviceHandover;
 import dev.flatpull.fuse.FuseEvents;
 import dev.flatpull.fuse.LayerContentReader;
 import dev.flatpull.fuse.LayerFileSystem;
@@ -260,7 +261,7 @@ public final class LayerServer implements AutoCloseable {
         }
         Descriptor layer = OciDocuments.parseDescriptor(src[1]);
         if (served.containsKey(t.mountPoint())) {
-          dev.flatpull.fuse.DeviceHandover.closeDescriptor(t.device());
+          DeviceHandover.closeDescriptor(t.device());
           continue;
         }
         askedFor = true;
@@ -268,7 +269,7 @@ public final class LayerServer implements AutoCloseable {
         n++;
       } catch (IOException | RuntimeException e) {
         if (!served.containsKey(t.mountPoint())) {
-          dev.flatpull.fuse.DeviceHandover.closeDescriptor(t.device());
+          DeviceHandover.closeDescriptor(t.device());
         }
         LOG.warning("taking over " + t.mountPoint() + " failed (the daemon asks again): " + e.getMessage());
       }
@@ -311,7 +312,7 @@ public final class LayerServer implements AutoCloseable {
       lazy = session.isPresent() ? session.get().layer(layer) : opener(ref).open(layer);
     } catch (IOException | RuntimeException e) {
       if (taken != null) {
-        dev.flatpull.fuse.DeviceHandover.closeDescriptor(taken.device());
+        DeviceHandover.closeDescriptor(taken.device());
       }
       throw e;
     }
@@ -342,7 +343,7 @@ public final class LayerServer implements AutoCloseable {
         m = LayerMount.resume(spares.take().bind(tree, reader, events), key, taken.device(), taken.negotiation(),
             backingFiles);
       } catch (IOException | RuntimeException e) {
-        dev.flatpull.fuse.DeviceHandover.closeDescriptor(taken.device());
+        DeviceHandover.closeDescriptor(taken.device());
         throw e;
       }
     }

@@ -1,5 +1,6 @@
 package dev.flatpull.fuse;
 
+import dev.flatpull.core.DaemonThreads;
 import dev.flatpull.fuse.DeviceHandover.Message;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -37,9 +38,7 @@ public final class DeviceHolder implements AutoCloseable {
   /** Holds what FUSE managers hand over at {@code socket} (replacing a socket a killed daemon left). */
   public static DeviceHolder listen(Path socket) throws IOException {
     DeviceHolder h = new DeviceHolder(DeviceHandover.listen(socket));
-    Thread t = new Thread(h::accept, "flatpull-device-holder");
-    t.setDaemon(true);
-    t.start();
+    DaemonThreads.named("flatpull-device-holder").newThread(h::accept).start();
     return h;
   }
 
@@ -54,9 +53,7 @@ public final class DeviceHolder implements AutoCloseable {
         }
         return;
       }
-      Thread t = new Thread(() -> serve(peer), "flatpull-device-holder-peer");
-      t.setDaemon(true);
-      t.start();
+      DaemonThreads.named("flatpull-device-holder-peer").newThread(() -> serve(peer)).start();
     }
   }
 

@@ -1,5 +1,6 @@
 package dev.flatpull.fuse;
 
+import dev.flatpull.core.DaemonThreads;
 import dev.flatpull.fuse.DeviceHandover.Message;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -27,6 +28,8 @@ public final class MountHandover implements AutoCloseable {
 
   private final Path socket;
   private final Supplier<Map<Path, Handed>> served;
+  // The connection the holds go on. Only the thread that made it closes it; others end it (shutdown), which wakes
+  // that thread: two closes of one descriptor number could close another file opened meanwhile.
   private DeviceHandover connection;
   private volatile boolean closed;
 
@@ -39,9 +42,7 @@ public final class MountHandover implements AutoCloseable {
   /** Starts keeping the connection to the holder at {@code socket}. */
   public static MountHandover start(Path socket, Supplier<Map<Path, Handed>> served) {
     MountHandover h = new MountHandover(socket, served);
-    Thread t = new Thread(h::keep, "flatpull-mount-handover");
-    t.setDaemon(true);
-    t.start();
+    DaemonThreads.named("flatpull-mount-handover").newThread(h::keep).start();
     return h;
   }
 
@@ -115,7 +116,7 @@ public final class MountHandover implements AutoCloseable {
     } catch (IOException e) {
       LOG.warning("handing " + m.mountPoint() + " to the daemon failed (" + e.getMessage() + "); again once"
           + " reconnected");
-      connection.close();
+      connection.shutdown();
       connection = null;
     }
   }
@@ -182,7 +183,7 @@ public final class MountHandover implements AutoCloseable {
   public synchronized void close() {
     closed = true;
     if (connection != null) {
-      connection.close();
+      connection.shutdown();
       connection = null;
     }
   }
