@@ -365,7 +365,12 @@ class RemoteSnapshotIT {
         Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
         Await.until(Duration.ofSeconds(60), () -> takeOvers() > takenOver,
             () -> "a takeover of the layer's mount (see the daemon's log)");
-        assertTrue(flatpull.managerPid() != before, "a new FUSE manager serves");
+        long after = flatpull.managerPid();
+        assertTrue(after != before, "a new FUSE manager serves");
+        // The manager takes the mount over before it answers the daemon: the node is settled (the daemon watching the
+        // new manager's exit) only once the daemon has seen it answer. Killed before, it is not noticed at its exit.
+        Await.until(Duration.ofSeconds(60), () -> flatpull.log().contains("FUSE manager " + after + " is serving"),
+            () -> "the daemon seeing FUSE manager " + after + " answer");
         Processes.dropCaches();
         int atTakeover = requests.get();
         Await.until(Duration.ofSeconds(120), () -> requests.get() >= atTakeover + files.size() + 10,
