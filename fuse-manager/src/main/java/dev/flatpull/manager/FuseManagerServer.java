@@ -21,10 +21,32 @@ public final class FuseManagerServer implements AutoCloseable {
   /**
    * Serves {@code layers} on {@code [snapshotter] fuse_manager_socket}; from then on the server owns them (closing it
    * unmounts every layer). On failure {@code layers} stay the caller's.
+   *
+   * @param inPlaceOf whether another manager still listens there, to be retired: the socket is then bound aside and
+   *     renamed over its one, so that the daemon finds a manager at every moment
    */
-  public static FuseManagerServer serve(FlatpullConfig config, LayerServer layers, String version) throws IOException {
-    return new FuseManagerServer(layers,
-        UnixSockets.serve(config.snapshotter().fuseManagerSocket(), new FuseManagerService(layers, config.root(), version)));
+  public static FuseManagerServer serve(FlatpullConfig config, LayerServer layers, String version, boolean inPlaceOf)
+      throws IOException {
+    FuseManagerService service = new FuseManagerService(layers, config.root(), version, FuseManagerServer::exitRetired);
+    java.nio.file.Path socket = config.snapshotter().fuseManagerSocket();
+    return new FuseManagerServer(layers, inPlaceOf ? UnixSockets.serveInPlaceOf(socket, service)
+        : UnixSockets.serve(socket, service));
+  }
+
+  /**
+   * A retired manager's end: no unmount, no shutdown hook (which would unmount), and its socket left alone (closing
+   * the server would delete the path, which is its successor's now).
+   */
+  private static void exitRetired() {
+    try {
+      // The answer to Retire is on its way out.
+      Thread.sleep(100);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    System.err.println("flatpull fuse-manager " + ProcessHandle.current().pid() + ": retired; its mounts are served by"
+        + " its successor");
+    Runtime.getRuntime().halt(0);
   }
 
   public void awaitTermination() throws InterruptedException {

@@ -4,6 +4,8 @@ import dev.flatpull.manager.api.v1.FuseManagerGrpc;
 import dev.flatpull.manager.api.v1.MountLayerRequest;
 import dev.flatpull.manager.api.v1.MountLayerResponse;
 import dev.flatpull.manager.api.v1.MountedLayer;
+import dev.flatpull.manager.api.v1.RetireRequest;
+import dev.flatpull.manager.api.v1.RetireResponse;
 import dev.flatpull.manager.api.v1.StartRecordingRequest;
 import dev.flatpull.manager.api.v1.StartRecordingResponse;
 import dev.flatpull.manager.api.v1.StatusRequest;
@@ -29,16 +31,69 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
   private final LayerServer server;
   private final Path root;
   private final String version;
+  // Ends the process without unmounting, once retired; null: this manager cannot be retired.
+  private final Runnable exit;
+  private final Retirement retirement = new Retirement();
+  /** How long a retiring manager lets the calls in progress run (a mount may fetch its TOC). */
+  static final java.time.Duration RETIRE_PATIENCE = java.time.Duration.ofSeconds(30);
 
-  /** @param root the snapshotter's root: the only place the service mounts and unmounts layers */
+  /**
+   * A service that refuses {@code Retire}.
+   *
+   * @param root the snapshotter's root: the only place the service mounts and unmounts layers
+   */
   public FuseManagerService(LayerServer server, Path root, String version) {
+    this(server, root, version, null);
+  }
+
+  /** @param exit ends this process without unmounting, once retired ({@code Retire}) */
+  public FuseManagerService(LayerServer server, Path root, String version, Runnable exit) {
     this.server = server;
     this.root = root;
     this.version = version;
+    this.exit = exit;
+  }
+
+  /** Whether a call may run; if not, it has been answered ABORTED. {@link Retirement#leave} follows a true. */
+  private boolean enter(StreamObserver<?> out) {
+    if (retirement.enter()) {
+      return true;
+    }
+    out.onError(Status.ABORTED.withDescription("this FUSE manager hands over to another: ask again")
+        .asRuntimeException());
+    return false;
+  }
+
+  @Override
+  public void retire(RetireRequest r, StreamObserver<RetireResponse> out) {
+    long self = ProcessHandle.current().pid();
+    if (exit == null || r.getPid() != self) {
+      out.onError(Status.FAILED_PRECONDITION.withDescription(exit == null ? "this FUSE manager cannot be retired"
+          : "this is FUSE manager " + self + ", not " + r.getPid()).asRuntimeException());
+      return;
+    }
+    LOG.info("FUSE manager " + r.getSuccessorPid() + " serves every mount: letting the calls in progress finish, then"
+        + " exiting without unmounting");
+    out.onNext(RetireResponse.getDefaultInstance());
+    out.onCompleted();
+    Thread t = new Thread(() -> {
+      try {
+        if (!retirement.retire(RETIRE_PATIENCE)) {
+          LOG.warning("calls still in progress after " + RETIRE_PATIENCE.toSeconds() + " s; exiting all the same");
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      exit.run();
+    }, "flatpull-retire");
+    t.start();
   }
 
   @Override
   public void mount(MountLayerRequest r, StreamObserver<MountLayerResponse> out) {
+    if (!enter(out)) {
+      return;
+    }
     try {
       java.util.Optional<dev.flatpull.fetcher.oci.ImageManifest> manifest = java.util.Optional.empty();
       if (!r.getImageManifest().isEmpty()) {
@@ -67,11 +122,16 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
       // A hostile layer may fail in any way; the manager refuses it and keeps serving every other layer.
       LOG.log(Level.WARNING, "mounting at " + r.getMountPoint() + " failed", e);
       out.onError(Status.UNAVAILABLE.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    } finally {
+      retirement.leave();
     }
   }
 
   @Override
   public void unmount(UnmountLayerRequest r, StreamObserver<UnmountLayerResponse> out) {
+    if (!enter(out)) {
+      return;
+    }
     try {
       server.unmount(confined(Path.of(r.getMountPoint())));
       out.onNext(UnmountLayerResponse.getDefaultInstance());
@@ -79,6 +139,8 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
     } catch (Exception e) {
       LOG.log(Level.WARNING, "unmounting " + r.getMountPoint() + " failed", e);
       out.onError(Status.INTERNAL.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    } finally {
+      retirement.leave();
     }
   }
 
@@ -117,24 +179,39 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
 
   @Override
   public void startRecording(StartRecordingRequest r, StreamObserver<StartRecordingResponse> out) {
-    out.onNext(StartRecordingResponse.newBuilder().addAllNotes(server.startRecording()).build());
-    out.onCompleted();
+    if (!enter(out)) {
+      return;
+    }
+    try {
+      out.onNext(StartRecordingResponse.newBuilder().addAllNotes(server.startRecording()).build());
+      out.onCompleted();
+    } finally {
+      retirement.leave();
+    }
   }
 
   @Override
   public void stopRecording(StopRecordingRequest r, StreamObserver<StopRecordingResponse> out) {
+    if (!enter(out)) {
+      return;
+    }
     try {
       out.onNext(StopRecordingResponse.newBuilder()
           .setLayersJson(TraceFile.layersToJson(server.stopRecording())).build());
       out.onCompleted();
     } catch (IllegalStateException notRecording) {
       out.onError(Status.FAILED_PRECONDITION.withDescription(notRecording.getMessage()).asRuntimeException());
+    } finally {
+      retirement.leave();
     }
   }
 
   @Override
   public void emptyCache(dev.flatpull.manager.api.v1.EmptyCacheRequest r,
       StreamObserver<dev.flatpull.manager.api.v1.EmptyCacheResponse> out) {
+    if (!enter(out)) {
+      return;
+    }
     try {
       PageCache.Emptied e = server.emptyCache();
       out.onNext(dev.flatpull.manager.api.v1.EmptyCacheResponse.newBuilder()
@@ -143,6 +220,8 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
     } catch (java.io.IOException e) {
       LOG.log(Level.WARNING, "emptying the page cache failed", e);
       out.onError(Status.INTERNAL.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    } finally {
+      retirement.leave();
     }
   }
 

@@ -212,7 +212,7 @@ public final class LayerServer implements AutoCloseable {
     Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
     Optional<Served> existing = existing(key, layer);
     return existing.isPresent() ? existing.get()
-        : serve(key, layer, imageRef, source(imageRef, descriptorJson), manifest, null);
+        : serve(key, layer, imageRef, source(imageRef, descriptorJson), manifest, null, false);
   }
 
   /**
@@ -234,7 +234,7 @@ public final class LayerServer implements AutoCloseable {
     }
     MountHandover.Taken taken = handover.take(key).orElseThrow(() -> new IOException(
         "the daemon holds no FUSE device for " + key + ": it cannot be taken over"));
-    return serve(key, layer, imageRef, source(imageRef, descriptorJson), Optional.empty(), taken);
+    return serve(key, layer, imageRef, source(imageRef, descriptorJson), Optional.empty(), taken, true);
   }
 
   /**
@@ -245,15 +245,33 @@ public final class LayerServer implements AutoCloseable {
    * @return the mounts taken over
    */
   public int takeOverHeld() {
-    List<MountHandover.Taken> all;
     try {
-      all = handover.takeAll();
+      return takeOver(heldMounts(), true).size();
     } catch (IOException e) {
       LOG.warning("asking the daemon for the FUSE devices it holds failed: " + e.getMessage());
       return 0;
     }
-    int n = 0;
-    for (MountHandover.Taken t : all) {
+  }
+
+  /**
+   * Every mount whose FUSE device the daemon holds, with a descriptor of that device: this process's from here on, to
+   * serve ({@link #takeOver(List, boolean)}) or close. Empty when no daemon listens.
+   */
+  public List<MountHandover.Taken> heldMounts() throws IOException {
+    return handover.takeAll();
+  }
+
+  /**
+   * Serves each of {@code taken} ({@link #heldMounts}) through its device; one already served here, or that fails,
+   * has its descriptor closed (the daemon still holds the device).
+   *
+   * @param resend whether the requests read and not answered are asked for again at once: false while the manager
+   *     that read them still serves beside this one (a planned replacement; {@link #resend} once it has exited)
+   * @return the mount points taken over
+   */
+  public List<Path> takeOver(List<MountHandover.Taken> taken, boolean resend) {
+    List<Path> out = new java.util.ArrayList<>();
+    for (MountHandover.Taken t : taken) {
       String[] src = t.source().split("\n", 2);
       try {
         if (src.length != 2) {
@@ -265,8 +283,8 @@ public final class LayerServer implements AutoCloseable {
           continue;
         }
         askedFor = true;
-        serve(t.mountPoint(), layer, src[0], t.source(), Optional.empty(), t);
-        n++;
+        serve(t.mountPoint(), layer, src[0], t.source(), Optional.empty(), t, resend);
+        out.add(t.mountPoint());
       } catch (IOException | RuntimeException e) {
         if (!served.containsKey(t.mountPoint())) {
           DeviceHandover.closeDescriptor(t.device());
@@ -274,7 +292,26 @@ public final class LayerServer implements AutoCloseable {
         LOG.warning("taking over " + t.mountPoint() + " failed (the daemon asks again): " + e.getMessage());
       }
     }
-    return n;
+    return out;
+  }
+
+  /**
+   * Asks the kernel to queue again the requests of the mounts at {@code mountPoints} that were read and not answered:
+   * those of a manager that retired, once it has exited.
+   */
+  public void resend(java.util.Collection<Path> mountPoints) {
+    for (Path p : mountPoints) {
+      Served s = served.get(p);
+      if (s == null) {
+        continue;
+      }
+      try {
+        s.mount().resend();
+      } catch (IOException | RuntimeException e) {
+        LOG.warning("asking the kernel to resend the requests of " + p + " failed (one still unanswered waits): "
+            + e.getMessage());
+      }
+    }
   }
 
   private Optional<Served> existing(Path key, Descriptor layer) throws IOException {
@@ -297,10 +334,11 @@ public final class LayerServer implements AutoCloseable {
 
   /**
    * Mounts {@code layer} at {@code key}, or with {@code taken} serves the mount another manager made through its
-   * device (closed here if serving fails before the mount takes it).
+   * device (closed here if serving fails before the mount takes it), asking the kernel to {@code resend} what that
+   * manager left unanswered.
    */
   private Served serve(Path key, Descriptor layer, String imageRef, String source, Optional<ImageManifest> manifest,
-      MountHandover.Taken taken) throws IOException {
+      MountHandover.Taken taken, boolean resend) throws IOException {
     long t0 = nanoTime.getAsLong();
     // A layer being mounted means a container is about to start reading: background fetching waits for it too.
     activity.touch();
@@ -341,7 +379,7 @@ public final class LayerServer implements AutoCloseable {
     } else {
       try {
         m = LayerMount.resume(spares.take().bind(tree, reader, events), key, taken.device(), taken.negotiation(),
-            backingFiles);
+            backingFiles, resend);
       } catch (IOException | RuntimeException e) {
         DeviceHandover.closeDescriptor(taken.device());
         throw e;

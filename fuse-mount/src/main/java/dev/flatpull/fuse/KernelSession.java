@@ -274,14 +274,16 @@ final class KernelSession {
    * are asked for again ({@link #resend}).
    */
   static KernelSession resume(int fd, Init init, LayerTree tree, LayerContentReader reader, FuseEvents events,
-      BackingFiles backing, Path mountPoint, Executor threads) throws IOException {
+      BackingFiles backing, Path mountPoint, Executor threads, boolean resend) throws IOException {
     KernelSession s = new KernelSession(fd, mountPoint.toAbsolutePath(), tree, reader, events, backing, 0, threads);
     s.initialized.complete(init);
     if (!s.workers.start()) {
       throw new IOException("no thread to serve the FUSE mount at " + mountPoint);
     }
     LOG.log(System.Logger.Level.INFO, mountPoint + ": taken over (" + init.describe() + ")");
-    s.resend();
+    if (resend) {
+      s.resend();
+    }
     return s;
   }
 

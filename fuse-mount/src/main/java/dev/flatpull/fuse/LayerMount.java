@@ -129,13 +129,35 @@ public final class LayerMount implements AutoCloseable {
    */
   public static LayerMount resume(LayerFileSystem fs, Path mountPoint, int device, byte[] negotiation,
       BackingFiles backing) throws IOException {
+    return resume(fs, mountPoint, device, negotiation, backing, true);
+  }
+
+  /**
+   * Like {@link #resume(LayerFileSystem, Path, int, byte[], BackingFiles)}; with {@code resend} false, while the
+   * other process still serves the mount beside this one (a planned handover), nothing is asked for again: call
+   * {@link #resend} once it has exited.
+   */
+  public static LayerMount resume(LayerFileSystem fs, Path mountPoint, int device, byte[] negotiation,
+      BackingFiles backing, boolean resend) throws IOException {
     if (!fs.bound()) {
       throw new IllegalStateException("a file system with no layer cannot serve a mount");
     }
     KernelSession.Init init = KernelSession.Init.decode(negotiation);
     KernelSession s = KernelSession.resume(device, init, fs.tree(), fs.reader(), fs.events(), backing, mountPoint,
-        LOOP_THREADS);
+        LOOP_THREADS, resend);
     return new LayerMount(fs, mountPoint.toAbsolutePath(), s);
+  }
+
+  /**
+   * Asks the kernel to queue again every request of this mount read and not answered, by any process: those another
+   * server read before it exited. A request this process is answering meanwhile is queued again too, and answered
+   * twice, harmlessly: the kernel refuses the first answer (ENOENT, ignored) and takes the second. Kernel engine only.
+   */
+  public void resend() throws IOException {
+    if (kernel == null) {
+      throw new IllegalStateException("a libfuse mount cannot be asked to resend");
+    }
+    kernel.resend();
   }
 
   /** The engine serving this mount. */

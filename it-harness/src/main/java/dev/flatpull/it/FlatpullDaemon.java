@@ -173,6 +173,27 @@ public final class FlatpullDaemon implements AutoCloseable {
     throw new IOException("the FUSE manager did not start" + (warmUp ? " or warm up" : "") + ": " + log());
   }
 
+  /**
+   * Waits until the FUSE managers' class-data archive is trained (with warm-ups on, the daemon trains it in the
+   * background within seconds of its first start): a node in its steady state, where every manager started maps it.
+   */
+  public void awaitClassArchive() throws IOException, InterruptedException {
+    Path dir = root().resolve("fuse-manager");
+    for (int i = 0; i < 1800; i++) {
+      if (Files.isDirectory(dir)) {
+        try (var s = Files.list(dir)) {
+          if (s.anyMatch(p -> p.getFileName().toString().endsWith(".jsa"))) {
+            return;
+          }
+        }
+      }
+      Thread.sleep(100);
+    }
+    Path training = dir.resolve("class-archive-training.log");
+    throw new IOException("no class-data archive trained under " + dir + ": "
+        + (Files.exists(training) ? Files.readString(training) : log()));
+  }
+
   /** SIGKILL: no shutdown hook runs, nothing is flushed or unmounted. */
   public void kill9() throws InterruptedException {
     process.destroyForcibly();

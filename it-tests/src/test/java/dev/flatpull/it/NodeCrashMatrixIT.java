@@ -44,6 +44,8 @@ class NodeCrashMatrixIT {
     image = DebianImage.pushPythonEstargz(registry.address(), "it/python");
     flatpull = cleanup.add(FlatpullDaemon.startWithDefaultFetching());
     flatpull.awaitManager();
+    // A node in its steady state: the managers started after a kill map the class-data archive.
+    flatpull.awaitClassArchive();
     containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
   }
 

@@ -240,7 +240,6 @@ class RemoteSnapshotIT {
     assertTrue(left.contains(parent), left);
   }
 
-  /** The layer index files the node keeps, once the first is complete (waited for: written when reads are quiet). */
   /** The kept layer index files in the page cache's directory now. */
   private static List<String> keptIndexes() throws Exception {
     Path named = flatpull.root().resolve("cache").resolve("named");
@@ -251,13 +250,6 @@ class RemoteSnapshotIT {
       return s.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("layer-index-")).sorted().toList();
     }
   }
-
-
-  private static long takeOvers() throws IOException {
-    // The FUSE manager's line, whether it took the mount over as it started or when the daemon asked.
-    return flatpull.log().lines().filter(l -> l.contains("took over serving")).count();
-  }
-
 
   private static int servedFromKeptIndex() throws IOException {
     return (int) flatpull.log().lines().filter(l -> l.contains("index read from its kept file in")).count();
@@ -296,95 +288,6 @@ class RemoteSnapshotIT {
       assertTrue(fresh.stdout().trim().startsWith("3."), fresh.stdout());
     } finally {
       containerd.removeContainer("survivor");
-    }
-  }
-
-  /**
-   * A running service does not notice the FUSE manager's death: the daemon holds every mount's FUSE device, the
-   * service's reads wait while no manager serves, and the manager the daemon starts takes each mount over in place
-   * (the kernel resending what the dead one had read). An HTTP client loops over files the service has not read
-   * yet and over files it has, with the kernel's caches dropped after the takeover: every request succeeds, and every
-   * file read twice is the same both times (node numbers that changed would serve another file's bytes).
-   */
-  @Test
-  @Order(4)
-  void aRunningHttpServer_keepsAnswering_whileAKilledFuseManagerIsTakenOver() throws Exception {
-    int port = Processes.freePort();
-    containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", "flatpull", image, "takeover-web",
-        "/usr/bin/python3", "-m", "http.server", Integer.toString(port), "--bind", "127.0.0.1", "--directory",
-        "/usr/lib/python3.11");
-    try {
-      HttpClient http = HttpClient.newHttpClient();
-      String base = "http://127.0.0.1:" + port + "/";
-      String listing = null;
-      for (int i = 0; i < 300 && listing == null; i++) {
-        try {
-          listing = http.send(HttpRequest.newBuilder(URI.create(base)).timeout(Duration.ofSeconds(5)).build(),
-              HttpResponse.BodyHandlers.ofString()).body();
-        } catch (IOException notYet) {
-          Thread.sleep(100);
-        }
-      }
-      assertTrue(listing != null, "the server never answered");
-      List<String> files = java.util.regex.Pattern.compile("href=\"([a-z_]+\\.py)\"").matcher(listing).results()
-          .map(m -> m.group(1)).toList();
-      assertTrue(files.size() > 50, listing);
-      java.util.Map<String, byte[]> seen = new java.util.concurrent.ConcurrentHashMap<>();
-      List<String> failures = java.util.Collections.synchronizedList(new java.util.ArrayList<>());
-      java.util.concurrent.atomic.AtomicInteger requests = new java.util.concurrent.atomic.AtomicInteger();
-      java.util.concurrent.atomic.AtomicLong slowest = new java.util.concurrent.atomic.AtomicLong();
-      java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
-      Thread client = new Thread(() -> {
-        for (int i = 0; !stop.get(); i++) {
-          String f = files.get(i % files.size());
-          long t0 = System.nanoTime();
-          try {
-            HttpResponse<byte[]> r = http.send(HttpRequest.newBuilder(URI.create(base + f))
-                .timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofByteArray());
-            if (r.statusCode() != 200 || r.body().length == 0) {
-              failures.add(f + ": status " + r.statusCode() + ", " + r.body().length + " bytes");
-            } else {
-              byte[] first = seen.putIfAbsent(f, r.body());
-              if (first != null && !java.util.Arrays.equals(first, r.body())) {
-                failures.add(f + ": other bytes than before");
-              }
-            }
-          } catch (IOException | InterruptedException e) {
-            failures.add(f + ": " + e);
-          }
-          slowest.accumulateAndGet(System.nanoTime() - t0, Math::max);
-          requests.incrementAndGet();
-        }
-      }, "takeover-client");
-      client.start();
-      try {
-        Await.until(Duration.ofSeconds(60), () -> requests.get() >= files.size() / 2,
-            () -> "half the files served: " + requests.get() + ", " + failures);
-        long takenOver = takeOvers();
-        long before = flatpull.managerPid();
-        Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
-        Await.until(Duration.ofSeconds(60), () -> takeOvers() > takenOver,
-            () -> "a takeover of the layer's mount (see the daemon's log)");
-        long after = flatpull.managerPid();
-        assertTrue(after != before, "a new FUSE manager serves");
-        // The manager takes the mount over before it answers the daemon: the node is settled (the daemon watching the
-        // new manager's exit) only once the daemon has seen it answer. Killed before, it is not noticed at its exit.
-        Await.until(Duration.ofSeconds(60), () -> flatpull.log().contains("FUSE manager " + after + " is serving"),
-            () -> "the daemon seeing FUSE manager " + after + " answer");
-        Processes.dropCaches();
-        int atTakeover = requests.get();
-        Await.until(Duration.ofSeconds(120), () -> requests.get() >= atTakeover + files.size() + 10,
-            () -> "every file served after the takeover: " + (requests.get() - atTakeover) + ", " + failures);
-      } finally {
-        stop.set(true);
-        client.join(120_000);
-      }
-      assertEquals(List.of(), failures);
-      assertFalse(flatpull.log().contains("now fail"), flatpull.log());
-      System.out.printf("a FUSE manager killed under an HTTP server: %d requests, none failed, the slowest %d ms%n",
-          requests.get(), slowest.get() / 1_000_000);
-    } finally {
-      containerd.removeContainer("takeover-web");
     }
   }
 

@@ -31,6 +31,31 @@ public final class UnixSockets {
   public static Server serve(Path socket, BindableService... services) throws IOException {
     Files.createDirectories(socket.toAbsolutePath().getParent());
     Files.deleteIfExists(socket);
+    return bind(socket, services);
+  }
+
+  /**
+   * Serves {@code services} on {@code socket} where another server may still listen: bound beside it, then renamed
+   * over it, so that a client connecting at any moment finds one of the two (the other keeps the connections it has).
+   * The server's own path is the one it was bound at: closing it leaves {@code socket} in place (a stale socket file,
+   * which {@link #serve} replaces).
+   */
+  public static Server serveInPlaceOf(Path socket, BindableService... services) throws IOException {
+    Files.createDirectories(socket.toAbsolutePath().getParent());
+    Path aside = socket.resolveSibling(socket.getFileName() + "." + ProcessHandle.current().pid());
+    Files.deleteIfExists(aside);
+    Server server = bind(aside, services);
+    try {
+      Files.move(aside, socket, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    } catch (IOException | RuntimeException e) {
+      server.shutdownNow();
+      Files.deleteIfExists(aside);
+      throw e;
+    }
+    return server;
+  }
+
+  private static Server bind(Path socket, BindableService... services) throws IOException {
     EventLoopGroup boss = new EpollEventLoopGroup(1);
     EventLoopGroup workers = new EpollEventLoopGroup(2);
     NettyServerBuilder b = NettyServerBuilder.forAddress(new DomainSocketAddress(socket.toString()))

@@ -26,8 +26,10 @@ public final class FuseManagerClient implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(FuseManagerClient.class.getName());
   /** The manager command's option that skips its warm-up, whatever {@code [snapshotter] warm_up} says. */
   public static final String NO_WARM_UP = "--no-warm-up";
+  /** The manager command's option that takes over from the manager serving now, which then exits. */
+  public static final String REPLACE = "--replace";
   private final Path socket;
-  private final List<String> command;
+  private final java.util.function.Supplier<List<String>> command;
   private final Path log;
   private ManagedChannel channel;
   // Whether a manager has answered this client: a manager started after that replaces one that exited.
@@ -38,8 +40,17 @@ public final class FuseManagerClient implements AutoCloseable {
    * @param log where the manager's output goes (appended)
    */
   public FuseManagerClient(Path socket, List<String> command, Path log) {
+    this(socket, fixed(List.copyOf(command)), log);
+  }
+
+  private static java.util.function.Supplier<List<String>> fixed(List<String> command) {
+    return () -> command;
+  }
+
+  /** @param command the command that runs a manager, asked anew at each start (it may change: a new option) */
+  public FuseManagerClient(Path socket, java.util.function.Supplier<List<String>> command, Path log) {
     this.socket = socket;
-    this.command = List.copyOf(command);
+    this.command = command;
     this.log = log;
   }
 
@@ -62,7 +73,7 @@ public final class FuseManagerClient implements AutoCloseable {
     Files.createDirectories(log.toAbsolutePath().getParent());
     List<String> full = new java.util.ArrayList<>();
     full.add("setsid");
-    full.addAll(command);
+    full.addAll(command.get());
     if (answeredBefore) {
       full.add(NO_WARM_UP);
     }
@@ -73,6 +84,66 @@ public final class FuseManagerClient implements AutoCloseable {
     answeredBefore = true;
     LOG.info("FUSE manager " + s.getPid() + " is serving " + socket);
     return s;
+  }
+
+  /** A manager replaced by one of this client's command: the two as they answered. */
+  public record Replacement(StatusResponse before, StatusResponse after, java.time.Duration took) {}
+
+  /**
+   * Starts a manager from this client's command in place of the one serving now ({@link #REPLACE}): it takes every
+   * mount over, then the old one exits; running containers keep their file systems. Returns once the old one has
+   * exited and the new one answers.
+   *
+   * @throws IOException when no manager runs, or the new one fails (then the old one keeps serving)
+   */
+  public synchronized Replacement replace(java.time.Duration timeout) throws IOException {
+    reconnectNow();
+    StatusResponse before;
+    try {
+      before = status(5);
+    } catch (IOException none) {
+      throw new IOException("no FUSE manager answers on " + socket + ": nothing to replace ('flatpull serve' starts"
+          + " one)", none);
+    }
+    long t0 = System.nanoTime();
+    Files.createDirectories(log.toAbsolutePath().getParent());
+    List<String> full = new java.util.ArrayList<>();
+    full.add("setsid");
+    full.addAll(command.get());
+    full.add(REPLACE);
+    Process p = new ProcessBuilder(full).redirectErrorStream(true)
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
+        .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
+    long deadline = t0 + timeout.toNanos();
+    while (ProcessHandle.of(before.getPid()).map(ProcessHandle::isAlive).orElse(false)) {
+      if (!p.isAlive() && p.exitValue() != 0) {
+        throw new IOException("the new FUSE manager exited with status " + p.exitValue() + "; FUSE manager "
+            + before.getPid() + " keeps serving; see " + log);
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IOException("FUSE manager " + before.getPid() + " still serves " + timeout.toSeconds()
+            + " s after its replacement started; see " + log);
+      }
+      try {
+        Thread.sleep(50);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new InterruptedIOException("interrupted waiting for the replacement of the FUSE manager");
+      }
+    }
+    StatusResponse after = await(java.time.Duration.ofNanos(Math.max(deadline - System.nanoTime(), 0)),
+        java.util.Optional.of(p));
+    return new Replacement(before, after, java.time.Duration.ofNanos(System.nanoTime() - t0));
+  }
+
+  /** Asks the manager {@code pid} to retire in favour of {@code successorPid}, which serves its mounts already. */
+  public void retire(long pid, long successorPid) throws IOException {
+    try {
+      stub(10).retire(dev.flatpull.manager.api.v1.RetireRequest.newBuilder().setPid(pid)
+          .setSuccessorPid(successorPid).build());
+    } catch (StatusRuntimeException e) {
+      throw failure("retire", e);
+    }
   }
 
   /**
@@ -128,7 +199,7 @@ public final class FuseManagerClient implements AutoCloseable {
           .setImageRef(imageRef).setLayerDescriptorJson(descriptorJson);
       manifest.ifPresent(m -> b.setImageManifest(com.google.protobuf.ByteString.copyFrom(m.raw()))
           .setImageManifestMediaType(m.mediaType()));
-      return stub(600).mount(b.build());
+      return retryingWhileHandedOver(() -> stub(600).mount(b.build()));
     } catch (StatusRuntimeException e) {
       throw failure("mount", e);
     }
@@ -140,8 +211,9 @@ public final class FuseManagerClient implements AutoCloseable {
    */
   public MountLayerResponse takeOver(Path mountPoint, String imageRef, String descriptorJson) throws IOException {
     try {
-      return stub(600).mount(MountLayerRequest.newBuilder().setMountPoint(mountPoint.toString()).setImageRef(imageRef)
-          .setLayerDescriptorJson(descriptorJson).setTakeOver(true).build());
+      MountLayerRequest request = MountLayerRequest.newBuilder().setMountPoint(mountPoint.toString())
+          .setImageRef(imageRef).setLayerDescriptorJson(descriptorJson).setTakeOver(true).build();
+      return retryingWhileHandedOver(() -> stub(600).mount(request));
     } catch (StatusRuntimeException e) {
       throw failure("take over", e);
     }
@@ -149,7 +221,8 @@ public final class FuseManagerClient implements AutoCloseable {
 
   public void unmount(Path mountPoint) throws IOException {
     try {
-      stub(60).unmount(UnmountLayerRequest.newBuilder().setMountPoint(mountPoint.toString()).build());
+      retryingWhileHandedOver(() -> stub(60).unmount(UnmountLayerRequest.newBuilder()
+          .setMountPoint(mountPoint.toString()).build()));
     } catch (StatusRuntimeException e) {
       throw failure("unmount", e);
     }
@@ -181,6 +254,32 @@ public final class FuseManagerClient implements AutoCloseable {
       return stub(120).emptyCache(dev.flatpull.manager.api.v1.EmptyCacheRequest.getDefaultInstance());
     } catch (StatusRuntimeException e) {
       throw failure("empty cache", e);
+    }
+  }
+
+  /** How long a call refused by a retiring manager is asked again, of its successor. */
+  private static final java.time.Duration HANDOVER_RETRIES = java.time.Duration.ofSeconds(40);
+
+  /**
+   * {@code call}, asked again while a manager that hands over to its successor refuses it (ABORTED): the connection
+   * is the retiring one's until it exits, then the successor's.
+   */
+  private static <T> T retryingWhileHandedOver(java.util.function.Supplier<T> call) throws IOException {
+    long deadline = System.nanoTime() + HANDOVER_RETRIES.toNanos();
+    while (true) {
+      try {
+        return call.get();
+      } catch (StatusRuntimeException e) {
+        if (e.getStatus().getCode() != io.grpc.Status.Code.ABORTED || System.nanoTime() > deadline) {
+          throw e;
+        }
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new InterruptedIOException("interrupted waiting for the FUSE manager's successor");
+      }
     }
   }
 

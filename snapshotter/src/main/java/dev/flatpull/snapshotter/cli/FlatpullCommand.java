@@ -23,7 +23,7 @@ import picocli.CommandLine.Mixin;
     description = "Lazily pulled container images for containerd: inspect, read, convert and mount images.",
     subcommands = {InspectCommand.class, CatCommand.class, ConvertCommand.class, MountCommand.class, ServeCommand.class,
         DoctorCommand.class, RecordCommand.class, TraceCommand.class, RuntimeImageCommand.class, CacheCommand.class,
-        FuseManagerCommand.class,
+        ReplaceManagerCommand.class, FuseManagerCommand.class,
         CommandLine.HelpCommand.class})
 public final class FlatpullCommand implements Runnable {
   static final String VERSION = "0.1.0";

@@ -6,9 +6,13 @@ import dev.flatpull.endpoints.metrics.Meters;
 import dev.flatpull.endpoints.metrics.MetricsServer;
 import dev.flatpull.manager.FuseManagerServer;
 import dev.flatpull.manager.LayerServer;
+import dev.flatpull.manager.Succession;
 import dev.flatpull.manager.client.FuseManagerClient;
 import dev.flatpull.snapshotter.warmup.WarmUp;
 import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -22,8 +26,9 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "fuse-manager", hidden = true, mixinStandardHelpOptions = true,
     description = {"Serve lazily pulled layers over FUSE for the snapshotter daemon, on [snapshotter]",
-        "fuse_manager_socket. Started by 'flatpull serve' when none runs. SIGTERM unmounts every layer it serves,",
-        "which breaks running containers: stop it only when no container uses flatpull's snapshots."})
+        "fuse_manager_socket. Started by 'flatpull serve' when none runs, and by 'flatpull replace-manager' in place",
+        "of the one that runs. SIGTERM unmounts every layer it serves, which breaks running containers: stop it only",
+        "when no container uses flatpull's snapshots."})
 final class FuseManagerCommand implements Callable<Integer> {
   @Mixin GlobalOptions global;
 
@@ -31,29 +36,69 @@ final class FuseManagerCommand implements Callable<Integer> {
       description = "No warm-up while serving (the daemon asks so of a manager that replaces one that exited).")
   boolean noWarmUp;
 
+  @Option(names = FuseManagerClient.REPLACE,
+      description = "Take over every mount from the manager serving now, which then exits ('flatpull replace-manager').")
+  boolean replace;
+
+  @Option(names = ManagerCommandLine.TRAIN_CLASS_ARCHIVE, hidden = true,
+      description = "Run what a manager's start and warm-up load, then exit (under -XX:ArchiveClassesAtExit).")
+  boolean trainClassArchive;
+
   @Override
   public Integer call() throws Exception {
     FlatpullConfig config = global.load();
+    if (trainClassArchive) {
+      ManagerClassArchive.train(config, FlatpullCommand.VERSION);
+      return 0;
+    }
     Meters meters = new Meters();
     ManagerMeters managerMeters = new ManagerMeters(meters);
     LayerServer layers = LayerServer.open(config, managerMeters);
     Optional<MetricsServer> endpoint = Optional.empty();
     FuseManagerServer server;
+    Optional<Succession> predecessor = replace ? Succession.find(config.snapshotter().fuseManagerSocket())
+        : Optional.empty();
+    List<Path> takenBeside = List.of();
     try {
       managerMeters.bind(layers);
       layers.handOverMounts(config.snapshotter().fuseDevicesSocket());
-      // Before answering: a manager started after one that died serves the running containers' mounts at once.
-      int taken = layers.takeOverHeld();
-      if (taken > 0) {
-        System.err.println("flatpull fuse-manager: took over " + taken + " of the mounts the daemon held");
+      if (predecessor.isPresent()) {
+        takenBeside = predecessor.get().takeOver(layers);
+        System.err.println("flatpull fuse-manager: serving the " + takenBeside.size() + " mounts of FUSE manager "
+            + predecessor.get().pid() + " beside it");
+      } else {
+        // Before answering: a manager started after one that died serves the running containers' mounts at once.
+        int taken = layers.takeOverHeld();
+        if (taken > 0) {
+          System.err.println("flatpull fuse-manager: took over " + taken + " of the mounts the daemon held");
+        }
       }
+      server = FuseManagerServer.serve(config, layers, FlatpullCommand.VERSION, predecessor.isPresent());
+    } catch (IOException | RuntimeException e) {
+      if (!takenBeside.isEmpty()) {
+        // Not closed: that would unmount what the predecessor still serves. What this process read and did not answer
+        // waits for the next takeover's resend.
+        System.err.println("flatpull fuse-manager: replacing FUSE manager " + predecessor.get().pid() + " failed: " + e);
+        Runtime.getRuntime().halt(1);
+      }
+      layers.close();
+      throw e;
+    }
+    if (predecessor.isPresent()) {
+      Succession p = predecessor.get();
+      Duration took = p.retire(ProcessHandle.current().pid());
+      // What the predecessor read and had not answered when it exited.
+      layers.resend(takenBeside);
+      System.err.println("flatpull fuse-manager: took over from FUSE manager " + p.pid() + " (version " + p.version()
+          + "), which exited " + took.toMillis() + " ms after it was retired");
+    }
+    try {
+      // After the predecessor exited: it held the address.
       if (config.snapshotter().fuseManagerMetricsAddress().isPresent()) {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().fuseManagerMetricsAddress().get(), meters));
       }
-      server = FuseManagerServer.serve(config, layers, FlatpullCommand.VERSION);
     } catch (IOException | RuntimeException e) {
-      endpoint.ifPresent(MetricsServer::close);
-      layers.close();
+      server.close();
       throw e;
     }
     Optional<MetricsServer> metrics = endpoint;

@@ -54,9 +54,10 @@ public final class SnapshotterDaemon implements AutoCloseable {
   /**
    * Starts the daemon.
    *
-   * @param managerCommand runs a FUSE manager for the same configuration, when none answers yet
+   * @param managerCommand runs a FUSE manager for the same configuration, when none answers yet (asked at each start)
    */
-  public static SnapshotterDaemon start(FlatpullConfig config, Platform platform, List<String> managerCommand)
+  public static SnapshotterDaemon start(FlatpullConfig config, Platform platform,
+      java.util.function.Supplier<List<String>> managerCommand)
       throws IOException, ConfigException {
     Meters meters = new Meters();
     DaemonMeters metrics = new DaemonMeters(meters);

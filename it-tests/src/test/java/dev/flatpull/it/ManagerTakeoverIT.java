@@ -1,0 +1,248 @@
+package dev.flatpull.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.flatpull.core.Await;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * nginx serving files of its lazily pulled image to an HTTP client that never stops, while the FUSE manager under it
+ * is killed ({@code kill -9}) or replaced on purpose ({@code flatpull replace-manager}): every request succeeds, some
+ * delayed, and every file served equals the image's.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class ManagerTakeoverIT {
+  private static final Cleanup cleanup = new Cleanup();
+  private static FlatpullDaemon flatpull;
+  private static ContainerdServer containerd;
+  private static String image;
+  private static Path rootfs;
+  /** Files nginx serves from the image's /usr, as paths under it, each compared with the root file system's. */
+  private static List<String> files;
+  private static int port;
+  private static Path nginxConf;
+
+  @BeforeAll
+  static void start() throws Exception {
+    Processes.require("runc");
+    RegistryServer registry = cleanup.add(RegistryServer.start());
+    rootfs = DebianImage.nginxRootfs();
+    String plain = DebianImage.pushRootfs(rootfs, registry.address(), "it/nginx", "plain").toString();
+    image = registry.address() + "/it/nginx:esgz";
+    Cli.Run convert = Cli.inProcess("convert", "--plain-http", "--quiet", plain, image);
+    assertEquals(0, convert.exitCode(), convert.stderr());
+    files = servedFiles(rootfs.resolve("usr"));
+    assertTrue(files.size() > 200, "files under /usr: " + files.size());
+    // As users run it: warm-ups on, so the daemon trains the managers' class-data archive.
+    flatpull = cleanup.add(FlatpullDaemon.startWithDefaultFetching());
+    containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
+    containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
+    // Every manager started from now on maps it.
+    flatpull.awaitClassArchive();
+    port = Processes.freePort();
+    nginxConf = Files.createTempFile("flatpull-it-nginx", ".conf");
+    cleanup.add((AutoCloseable) () -> Files.deleteIfExists(nginxConf));
+    Files.writeString(nginxConf, """
+        worker_processes 2;
+        daemon off;
+        pid /tmp/nginx.pid;
+        error_log /tmp/nginx-error.log;
+        events {}
+        http {
+          access_log off;
+          server {
+            listen 127.0.0.1:%d;
+            root /usr;
+          }
+        }
+        """.formatted(port));
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    cleanup.close();
+  }
+
+  @BeforeEach
+  void startNginx() throws Exception {
+    containerd.ctrOk("run", "-d", "--net-host", "--snapshotter", "flatpull", "--mount",
+        "type=bind,src=" + nginxConf + ",dst=/etc/nginx/nginx.conf,options=rbind:ro", image, "web",
+        "/usr/sbin/nginx");
+  }
+
+  @AfterEach
+  void stopNginx() throws Exception {
+    containerd.removeContainer("web");
+  }
+
+  @Test
+  @Order(1)
+  void aKilledManager_isTakenOver_andNoRequestFails() throws Exception {
+    Load load = Load.start(port);
+    try {
+      load.awaitRequests(files.size() / 2);
+      long takenOver = logLines("took over serving");
+      long before = flatpull.managerPid();
+      Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
+      Await.until(Duration.ofSeconds(60), () -> logLines("took over serving") > takenOver,
+          () -> "a takeover of the layer's mount (see the log)");
+      long after = flatpull.managerPid();
+      assertNotEquals(before, after, "a new FUSE manager serves");
+      assertTrue(Files.readString(Path.of("/proc", Long.toString(after), "cmdline")).contains("-XX:SharedArchiveFile="),
+          "the new manager maps the class-data archive");
+      // The daemon is settled once it has seen the new manager answer (it then watches that one's exit).
+      Await.until(Duration.ofSeconds(60), () -> flatpull.log().contains("FUSE manager " + after + " is serving"),
+          () -> "the daemon seeing FUSE manager " + after + " answer");
+      Processes.dropCaches();
+      load.awaitRequests(load.requests() + files.size() + 10);
+    } finally {
+      load.stop();
+    }
+    load.assertNoneFailed("a FUSE manager killed under nginx");
+  }
+
+  @Test
+  @Order(2)
+  void aReplacedManager_handsOver_andNoRequestFails() throws Exception {
+    Load load = Load.start(port);
+    try {
+      load.awaitRequests(files.size() / 2);
+      long before = flatpull.managerPid();
+      // As an operator runs it: the launcher, a process of its own.
+      Cli.Run r = Cli.launcher("--config", flatpull.config().toString(), "replace-manager");
+      assertEquals(0, r.exitCode(), r.stderr() + flatpull.log());
+      String out = r.out();
+      System.out.print(out);
+      assertTrue(out.matches("(?s)FUSE manager " + before + " \\(version .*\\) replaced by \\d+ .*1 layer mounts"
+          + " served\\s*"), out);
+      long after = flatpull.managerPid();
+      assertNotEquals(before, after, "a new FUSE manager serves");
+      assertTrue(ProcessHandle.of(before).map(h -> !h.isAlive()).orElse(true), "the old FUSE manager exited");
+      assertTrue(flatpull.log().contains("took over from FUSE manager " + before), flatpull.log());
+      Processes.dropCaches();
+      load.awaitRequests(load.requests() + files.size() + 10);
+      // The daemon goes on with the new manager: a new container on the image runs.
+      Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "after-replace",
+          "/bin/cat", "/etc/debian_version");
+      assertTrue(run.stdout().startsWith("12"), run.stdout());
+    } finally {
+      load.stop();
+    }
+    load.assertNoneFailed("a FUSE manager replaced under nginx");
+  }
+
+  private static long logLines(String text) throws IOException {
+    return flatpull.log().lines().filter(l -> l.contains(text)).count();
+  }
+
+  /** Regular files under {@code usr}, as paths relative to it: some of each directory, small and large. */
+  private static List<String> servedFiles(Path usr) throws IOException {
+    try (Stream<Path> all = Files.walk(usr)) {
+      List<String> regular = all.filter(p -> Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS))
+          .map(p -> usr.relativize(p).toString())
+          .filter(p -> p.matches("[A-Za-z0-9._/+-]+"))
+          .sorted().toList();
+      List<String> out = new ArrayList<>();
+      for (int i = 0; i < regular.size(); i += Math.max(1, regular.size() / 400)) {
+        out.add(regular.get(i));
+      }
+      return out;
+    }
+  }
+
+  /** An HTTP client asking nginx for every file in turn, comparing each answer with the root file system. */
+  private static final class Load {
+    private final HttpClient http = HttpClient.newHttpClient();
+    private final List<String> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+    private final AtomicInteger requests = new AtomicInteger();
+    private final AtomicLong slowest = new AtomicLong();
+    private final AtomicBoolean stop = new AtomicBoolean();
+    private final Thread thread;
+
+    private Load(int port) {
+      String base = "http://127.0.0.1:" + port + "/";
+      thread = new Thread(() -> {
+        for (int i = 0; !stop.get(); i++) {
+          String f = files.get(i % files.size());
+          long t0 = System.nanoTime();
+          try {
+            HttpResponse<byte[]> r = http.send(HttpRequest.newBuilder(URI.create(base + f))
+                .timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofByteArray());
+            if (r.statusCode() != 200) {
+              failures.add(f + ": status " + r.statusCode());
+            } else if (!java.util.Arrays.equals(r.body(), Files.readAllBytes(rootfs.resolve("usr").resolve(f)))) {
+              failures.add(f + ": other bytes than the image's (" + r.body().length + " bytes)");
+            }
+          } catch (IOException | InterruptedException e) {
+            failures.add(f + ": " + e);
+          }
+          slowest.accumulateAndGet(System.nanoTime() - t0, Math::max);
+          requests.incrementAndGet();
+        }
+      }, "nginx-client");
+    }
+
+    static Load start(int port) throws Exception {
+      // nginx answers once it has started in its container.
+      HttpClient probe = HttpClient.newHttpClient();
+      Await.until(Duration.ofSeconds(60), () -> {
+        try {
+          return probe.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/" + files.get(0)))
+              .timeout(Duration.ofSeconds(5)).build(), HttpResponse.BodyHandlers.discarding()).statusCode() == 200;
+        } catch (IOException e) {
+          return false;
+        }
+      }, () -> "nginx answering on port " + port);
+      Load l = new Load(port);
+      l.thread.start();
+      return l;
+    }
+
+    int requests() {
+      return requests.get();
+    }
+
+    void awaitRequests(int n) throws Exception {
+      Await.until(Duration.ofSeconds(180), () -> requests.get() >= n,
+          () -> requests.get() + " of " + n + " requests answered; failures " + failures);
+    }
+
+    void stop() throws InterruptedException {
+      stop.set(true);
+      thread.join(120_000);
+    }
+
+    void assertNoneFailed(String what) throws Exception {
+      assertEquals(List.of(), failures);
+      String errors = containerd.ctrOk("task", "exec", "--exec-id", "errors", "web", "/bin/cat",
+          "/tmp/nginx-error.log").stdout();
+      assertTrue(!errors.contains("Input/output error") && !errors.contains("(5:")
+          && !errors.contains("Transport endpoint"), errors);
+      System.out.printf("%s: %d requests, none failed, the slowest %d ms%n", what, requests.get(),
+          slowest.get() / 1_000_000);
+    }
+  }
+}
