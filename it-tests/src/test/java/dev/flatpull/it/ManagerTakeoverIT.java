@@ -101,9 +101,7 @@ class ManagerTakeoverIT {
   @Test
   @Order(1)
   void aKilledManager_isTakenOver_andNoRequestFails() throws Exception {
-    Load load = Load.start(port);
-    try {
-      load.awaitRequests(files.size() / 2);
+    underLoad("a FUSE manager killed under nginx", () -> {
       long takenOver = logLines("took over serving");
       long before = flatpull.managerPid();
       Processes.run(List.of("kill", "-9", Long.toString(before)), 10).orThrow(List.of("kill"));
@@ -116,20 +114,13 @@ class ManagerTakeoverIT {
       // The daemon is settled once it has seen the new manager answer (it then watches that one's exit).
       Await.until(Duration.ofSeconds(60), () -> flatpull.log().contains("FUSE manager " + after + " is serving"),
           () -> "the daemon seeing FUSE manager " + after + " answer");
-      Processes.dropCaches();
-      load.awaitRequests(load.requests() + files.size() + 10);
-    } finally {
-      load.stop();
-    }
-    load.assertNoneFailed("a FUSE manager killed under nginx");
+    });
   }
 
   @Test
   @Order(2)
   void aReplacedManager_handsOver_andNoRequestFails() throws Exception {
-    Load load = Load.start(port);
-    try {
-      load.awaitRequests(files.size() / 2);
+    underLoad("a FUSE manager replaced under nginx", () -> {
       long before = flatpull.managerPid();
       // As an operator runs it: the launcher, a process of its own.
       Cli.Run r = Cli.launcher("--config", flatpull.config().toString(), "replace-manager");
@@ -142,16 +133,66 @@ class ManagerTakeoverIT {
       assertNotEquals(before, after, "a new FUSE manager serves");
       assertTrue(ProcessHandle.of(before).map(h -> !h.isAlive()).orElse(true), "the old FUSE manager exited");
       assertTrue(flatpull.log().contains("took over from FUSE manager " + before), flatpull.log());
-      Processes.dropCaches();
-      load.awaitRequests(load.requests() + files.size() + 10);
       // The daemon goes on with the new manager: a new container on the image runs.
       Processes.Result run = containerd.ctrOk("run", "--rm", "--snapshotter", "flatpull", image, "after-replace",
           "/bin/cat", "/etc/debian_version");
       assertTrue(run.stdout().startsWith("12"), run.stdout());
+    });
+  }
+
+  @Test
+  @Order(3)
+  void aManagerKilledAgainWhileItStarts_isReplacedAtOnce_andNoRequestFails() throws Exception {
+    underLoad("a FUSE manager killed, and its replacement killed as it started, under nginx", () -> {
+      long first = flatpull.managerPid();
+      Processes.run(List.of("kill", "-9", Long.toString(first)), 10).orThrow(List.of("kill"));
+      // nginx's next reads wait for a manager: none of them may fail while the second one dies too.
+      Processes.dropCaches();
+      long second = -1;
+      for (int i = 0; i < 1000 && second <= 0; i++) {
+        second = starting(first);
+      }
+      assertTrue(second > 0, "no FUSE manager started after " + first + " was killed");
+      // Before it answers the daemon, which watches a manager's exit only from then on.
+      assertTrue(!flatpull.log().contains("FUSE manager " + second + " is serving"), flatpull.log());
+      Processes.run(List.of("kill", "-9", Long.toString(second)), 10).orThrow(List.of("kill"));
+      long killed = second;
+      Await.until(Duration.ofSeconds(60), () -> {
+        long now = flatpull.managerPid();
+        return now > 0 && now != first && now != killed && flatpull.log().contains("FUSE manager " + now + " is serving");
+      }, () -> "a third FUSE manager serving");
+      // Found by the daemon's own check, again soon, not at the watchdog's next round.
+      assertTrue(flatpull.log().contains("checking again in 500 ms"), flatpull.log());
+    });
+  }
+
+  /** The pid of a FUSE manager process other than {@code not}, or -1. */
+  private static long starting(long not) throws Exception {
+    Processes.Result r = Processes.run(List.of("pgrep", "-f", "fuse-manager --config " + flatpull.config()), 10);
+    return r.stdout().lines().mapToLong(Long::parseLong).filter(p -> p != not).findFirst().orElse(-1);
+  }
+
+  /** What disturbs the manager while nginx serves, half the files asked for once before. */
+  @FunctionalInterface
+  private interface Disturbance {
+    void run() throws Exception;
+  }
+
+  /**
+   * Runs {@code disturbance} while the client asks nginx for file after file; then, the kernel's caches dropped, every
+   * file is asked for again; no request may have failed.
+   */
+  private static void underLoad(String what, Disturbance disturbance) throws Exception {
+    Load load = Load.start(port);
+    try {
+      load.awaitRequests(files.size() / 2);
+      disturbance.run();
+      Processes.dropCaches();
+      load.awaitRequests(load.requests() + files.size() + 10);
     } finally {
       load.stop();
     }
-    load.assertNoneFailed("a FUSE manager replaced under nginx");
+    load.assertNoneFailed(what);
   }
 
   private static long logLines(String text) throws IOException {

@@ -106,6 +106,11 @@ public final class SnapshotterDaemon implements AutoCloseable {
    * mounts the remote snapshots' layers again in the one it starts.
    */
   private void keepLayersServed() {
+    // This run checks what a pending recheck would have: at most one is ever pending.
+    if (recheck != null) {
+      recheck.cancel(false);
+      recheck = null;
+    }
     try {
       watchExit(manager.ensureRunning().getPid());
       snapshotter.remountRemote();
@@ -117,10 +122,25 @@ public final class SnapshotterDaemon implements AutoCloseable {
           return true; // asked again next round
         }
       });
+      failedChecks = 0;
     } catch (IOException | RuntimeException e) {
-      LOG.warning("checking the FUSE manager failed: " + e.getMessage());
+      // A manager that died while it started (killed again, say) is found here, not at its exit, which is watched only
+      // once it answers: checked again soon, not at the watchdog's next round, backing off while it keeps failing.
+      long delay = Math.min(RECHECK_MAX_MILLIS, RECHECK_FIRST_MILLIS << Math.min(failedChecks++, 5));
+      LOG.warning("checking the FUSE manager failed: " + e.getMessage() + "; checking again in " + delay + " ms");
+      try {
+        recheck = watchdog.schedule(this::keepLayersServed, delay, TimeUnit.MILLISECONDS);
+      } catch (java.util.concurrent.RejectedExecutionException closing) {
+        // the daemon is stopping
+      }
     }
   }
+
+  private static final long RECHECK_FIRST_MILLIS = 500;
+  private static final long RECHECK_MAX_MILLIS = 10_000;
+  // Checks failed in a row, and the recheck pending: the watchdog's thread alone reads and writes them.
+  private int failedChecks;
+  private java.util.concurrent.ScheduledFuture<?> recheck;
 
   /**
    * Replaces a manager as soon as it exits, not at the next round of the watchdog: until a new one serves, every
