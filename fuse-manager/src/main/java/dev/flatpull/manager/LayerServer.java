@@ -170,7 +170,12 @@ public final class LayerServer implements AutoCloseable {
           fs.libfuse();
           return fs;
         } : LayerFileSystem::new, activity, threads.spares());
-    this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(), this::whenQuiet);
+    // Written once reads are quiet, or at the latest KEEP_INDEX_WITHIN later (whichever comes first writes it).
+    this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(), work -> {
+      whenQuiet(work);
+      threads.timer().schedule(() -> threads.tocs().execute(work), KEEP_INDEX_WITHIN.toMillis(),
+          java.util.concurrent.TimeUnit.MILLISECONDS);
+    });
     // A passthrough read never reaches the recorder: none while reads are recorded.
     this.backingFiles = config.fuse().passthrough() ? new BackingFiles(cache, config.fuse().passthroughMinBytes(),
         this::whenQuiet, () -> !recorder.isRecording()) : BackingFiles.NONE;
@@ -441,6 +446,13 @@ public final class LayerServer implements AutoCloseable {
       work.run();
     });
   }
+
+  /**
+   * A layer's index file is written once reads are quiet, or at the latest this long after its TOC was read: a service
+   * that never stops fetching would otherwise leave it unwritten, and a manager taking its mount over (or a restart)
+   * would fetch and parse the TOC again, from a registry that may be away.
+   */
+  static final Duration KEEP_INDEX_WITHIN = Duration.ofSeconds(10);
 
   /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */
   private ImageSession session(ImageReference ref, ImageManifest manifest) throws IOException {

@@ -111,6 +111,10 @@ class ManagerTakeoverIT {
       assertNotEquals(before, after, "a new FUSE manager serves");
       assertTrue(Files.readString(Path.of("/proc", Long.toString(after), "cmdline")).contains("-XX:SharedArchiveFile="),
           "the new manager maps the class-data archive");
+      // The layer's index from its kept file, not its TOC from the registry: a takeover needs no registry.
+      String takeover = flatpull.log().lines().filter(l -> l.contains("took over serving")).reduce((a, b) -> b)
+          .orElseThrow();
+      assertTrue(takeover.contains("index read from its kept file"), takeover);
       // The daemon is settled once it has seen the new manager answer (it then watches that one's exit).
       Await.until(Duration.ofSeconds(60), () -> flatpull.log().contains("FUSE manager " + after + " is serving"),
           () -> "the daemon seeing FUSE manager " + after + " answer");

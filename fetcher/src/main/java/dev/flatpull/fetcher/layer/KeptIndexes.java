@@ -25,7 +25,10 @@ public final class KeptIndexes {
   // Files waiting to be written; a forget takes its name out, and the write then does not happen.
   private final Set<String> pending = ConcurrentHashMap.newKeySet();
 
-  /** @param writer writes a new index file, off the opening thread (a start does not wait for it) */
+  /**
+   * @param writer writes a new index file, off the opening thread (a start does not wait for it); it may run a write
+   *     more than once (on two conditions, whichever comes first): the file is written once
+   */
   public KeptIndexes(NamedFiles files, Executor writer) {
     this.files = files;
     this.writer = writer;

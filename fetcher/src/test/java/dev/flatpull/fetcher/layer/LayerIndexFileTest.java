@@ -288,6 +288,26 @@ class LayerIndexFileTest {
   }
 
   @Test
+  void aWriteRunTwice_keepsTheFileOnce() throws Exception {
+    // The FUSE manager runs a write both when reads are quiet and after a deadline, whichever comes first.
+    BuiltLayer layer = BuiltLayer.write(new SampleTar(6, 10_000).bytes, LayerFormat.ESTARGZ, CHUNK, List.of(), dir);
+    AtomicLong writes = new AtomicLong();
+    DirectoryFiles kept = new DirectoryFiles(Files.createDirectory(dir.resolve("kept"))) {
+      @Override
+      public void keep(String name, Writer writer) throws IOException {
+        writes.incrementAndGet();
+        super.keep(name, writer);
+      }
+    };
+    List<Runnable> held = new ArrayList<>();
+    new KeptIndexes(kept, held::add).open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
+    held.get(0).run();
+    held.get(0).run();
+    assertEquals(1, writes.get());
+    assertEquals(1, kept.kept.size());
+  }
+
+  @Test
   void anIndexThatCannotBeKept_stillOpens() throws Exception {
     BuiltLayer layer = BuiltLayer.write(new SampleTar(5, 10_000).bytes, LayerFormat.ESTARGZ, CHUNK, List.of(), dir);
     AtomicLong attempts = new AtomicLong();
