@@ -450,9 +450,10 @@ public final class LayerServer implements AutoCloseable {
   /**
    * A layer's index file is written once reads are quiet, or at the latest this long after its TOC was read: a service
    * that never stops fetching would otherwise leave it unwritten, and a manager taking its mount over (or a restart)
-   * would fetch and parse the TOC again, from a registry that may be away.
+   * would fetch and parse the TOC again, from a registry that may be away. Long enough that most starts are over
+   * (the write of a large layer's file takes disk and CPU from the start it would fall in).
    */
-  static final Duration KEEP_INDEX_WITHIN = Duration.ofSeconds(10);
+  static final Duration KEEP_INDEX_WITHIN = Duration.ofSeconds(30);
 
   /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */
   private ImageSession session(ImageReference ref, ImageManifest manifest) throws IOException {
