@@ -259,21 +259,35 @@ public final class FuseManagerClient implements AutoCloseable {
 
   /** How long a call refused by a retiring manager is asked again, of its successor. */
   private static final java.time.Duration HANDOVER_RETRIES = java.time.Duration.ofSeconds(40);
+  private static final long RECONNECT_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(5);
 
   /**
    * {@code call}, asked again while a manager that hands over to its successor refuses it (ABORTED): the connection
-   * is the retiring one's until it exits, then the successor's.
+   * is the retiring one's until it exits, then fails (UNAVAILABLE, asked again too once a refusal was seen) until it
+   * is made again, to the successor.
    */
-  private static <T> T retryingWhileHandedOver(java.util.function.Supplier<T> call) throws IOException {
+  private <T> T retryingWhileHandedOver(java.util.function.Supplier<T> call) throws IOException {
     long deadline = System.nanoTime() + HANDOVER_RETRIES.toNanos();
+    boolean handingOver = false;
+    // The connection is made again within a second or two; an UNAVAILABLE past that is the successor's own answer.
+    long unavailableUntil = Long.MAX_VALUE;
     while (true) {
       try {
         return call.get();
       } catch (StatusRuntimeException e) {
-        if (e.getStatus().getCode() != io.grpc.Status.Code.ABORTED || System.nanoTime() > deadline) {
+        io.grpc.Status.Code code = e.getStatus().getCode();
+        long now = System.nanoTime();
+        handingOver |= code == io.grpc.Status.Code.ABORTED;
+        if (handingOver && code == io.grpc.Status.Code.UNAVAILABLE && unavailableUntil == Long.MAX_VALUE) {
+          unavailableUntil = now + RECONNECT_NANOS;
+        }
+        boolean again = handingOver && now < deadline && (code == io.grpc.Status.Code.ABORTED
+            || (code == io.grpc.Status.Code.UNAVAILABLE && now < unavailableUntil));
+        if (!again) {
           throw e;
         }
       }
+      reconnectNow();
       try {
         Thread.sleep(100);
       } catch (InterruptedException e) {
