@@ -152,7 +152,8 @@ public record FlatpullConfig(
         t.duration("background_fetch_quiet", d.backgroundFetchQuiet()),
         javaOptions(t, "fuse_manager_java_options", d.fuseManagerJavaOptions()),
         t.bool("warm_up", d.warmUp()),
-        t.bool("require_tar_split", d.requireTarSplit()));
+        t.bool("require_tar_split", d.requireTarSplit()),
+        t.duration("class_archive_after", d.classArchiveAfter()));
     t.rejectUnknownKeys();
     return s;
   }

@@ -32,12 +32,15 @@ import java.util.Optional;
  *     metadata is what an ordinary pull would unpack; containers/storage's own partial pulls refuse the others. Off by
  *     default: Debian 12's podman, buildah and skopeo (containers/storage 1.43) write no tar-split, and eStargz has
  *     none. A refused layer is pulled whole.
+ * @param classArchiveAfter how long after the daemon starts it trains the FUSE managers' class-data archive, when
+ *     warm-ups are on and the archive is missing (once per build): late enough that a node's first cold starts do not
+ *     share the machine, and the memory group, with the training's JVM
  */
 public record SnapshotterSettings(
     Path socket, Path fuseManagerSocket, Optional<InetSocketAddress> metricsAddress,
     Optional<InetSocketAddress> fuseManagerMetricsAddress, boolean prefetch, boolean backgroundFetch,
     Duration backgroundFetchQuiet, List<String> fuseManagerJavaOptions, boolean warmUp,
-    boolean requireTarSplit) {
+    boolean requireTarSplit, Duration classArchiveAfter) {
   /**
    * A young generation large enough for a cold start: with the heap the JVM sized after the warm-up's collection
    * (about 50 MB of eden), the FUSE manager collected two or three times while a service started (pauses of 5-31 ms on
@@ -55,7 +58,8 @@ public record SnapshotterSettings(
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),
-      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS, true, false);
+      Optional.empty(), true, true, Duration.ofSeconds(2), FUSE_MANAGER_JAVA_OPTIONS, true, false,
+      Duration.ofMinutes(5));
 
   public SnapshotterSettings {
     Objects.requireNonNull(socket);
@@ -63,6 +67,10 @@ public record SnapshotterSettings(
     Objects.requireNonNull(metricsAddress);
     Objects.requireNonNull(fuseManagerMetricsAddress);
     Objects.requireNonNull(backgroundFetchQuiet);
+    Objects.requireNonNull(classArchiveAfter);
+    if (classArchiveAfter.isNegative()) {
+      throw new IllegalArgumentException("class_archive_after is negative: " + classArchiveAfter);
+    }
     fuseManagerJavaOptions = List.copyOf(fuseManagerJavaOptions);
     if (backgroundFetchQuiet.isNegative()) {
       throw new IllegalArgumentException("background_fetch_quiet is negative: " + backgroundFetchQuiet);
@@ -116,6 +124,7 @@ public record SnapshotterSettings(
 
   public SnapshotterSettings withFetching(boolean prefetchLandmarks, boolean background) {
     return new SnapshotterSettings(socket, fuseManagerSocket, metricsAddress, fuseManagerMetricsAddress,
-        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions, warmUp, requireTarSplit);
+        prefetchLandmarks, background, backgroundFetchQuiet, fuseManagerJavaOptions, warmUp, requireTarSplit,
+        classArchiveAfter);
   }
 }

@@ -175,7 +175,8 @@ public final class FlatpullDaemon implements AutoCloseable {
 
   /**
    * Waits until the FUSE managers' class-data archive is trained (with warm-ups on, the daemon trains it in the
-   * background within seconds of its first start): a node in its steady state, where every manager started maps it.
+   * background, {@code class_archive_after} after its first start): a node in its steady state, where every manager
+   * started maps it.
    */
   public void awaitClassArchive() throws IOException, InterruptedException {
     Path dir = root().resolve("fuse-manager");

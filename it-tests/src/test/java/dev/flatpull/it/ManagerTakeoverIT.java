@@ -56,8 +56,8 @@ class ManagerTakeoverIT {
     assertEquals(0, convert.exitCode(), convert.stderr());
     files = servedFiles(rootfs.resolve("usr"));
     assertTrue(files.size() > 200, "files under /usr: " + files.size());
-    // As users run it: warm-ups on, so the daemon trains the managers' class-data archive.
-    flatpull = cleanup.add(FlatpullDaemon.startWithDefaultFetching());
+    // As users run it (default fetching, warm-ups on), but the managers' class-data archive trained at once.
+    flatpull = cleanup.add(FlatpullDaemon.start("class_archive_after = \"0s\"", true, ""));
     containerd = cleanup.add(ContainerdServer.withFlatpull(flatpull.socket()));
     containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
     // Every manager started from now on maps it.

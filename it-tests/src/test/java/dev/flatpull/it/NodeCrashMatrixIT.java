@@ -42,7 +42,8 @@ class NodeCrashMatrixIT {
     Processes.require("runc");
     RegistryServer registry = cleanup.add(RegistryServer.start());
     image = DebianImage.pushPythonEstargz(registry.address(), "it/python");
-    flatpull = cleanup.add(FlatpullDaemon.startWithDefaultFetching());
+    // Default fetching and warm-ups, as users run it; the managers' class-data archive trained at once.
+    flatpull = cleanup.add(FlatpullDaemon.start("class_archive_after = \"0s\"", true, ""));
     flatpull.awaitManager();
     // A node in its steady state: the managers started after a kill map the class-data archive.
     flatpull.awaitClassArchive();

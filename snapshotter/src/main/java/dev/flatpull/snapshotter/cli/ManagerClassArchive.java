@@ -18,8 +18,8 @@ import java.util.logging.Logger;
 
 /**
  * The FUSE manager's class-data archive (AppCDS, {@link ManagerCommandLine#archive}): trained once per jar copy and
- * JVM, in a process of its own at the lowest CPU priority, by a daemon whose configuration asks for warm-ups; every
- * manager started after that maps it. Its main gain is the pause of a takeover, most of which is a new manager's
+ * JVM, in a process of its own at the lowest CPU priority, some minutes after the daemon starts, by a daemon whose
+ * configuration asks for warm-ups; every manager started after that maps it. Its main gain is the pause of a takeover, most of which is a new manager's
  * start (docs/reliability.md).
  */
 final class ManagerClassArchive {
@@ -27,13 +27,20 @@ final class ManagerClassArchive {
 
   private ManagerClassArchive() {}
 
-  /** Trains the archive in the background unless it exists, the manager runs from no jar, or warm-ups are off. */
+  /**
+   * Trains the archive in the background, {@code [snapshotter] class_archive_after} from now, unless it exists, the
+   * manager runs from no jar, or warm-ups are off.
+   */
   static void trainInBackground(FlatpullConfig config, ManagerCommandLine manager) {
     if (!config.snapshotter().warmUp() || manager.archive().isEmpty() || Files.exists(manager.archive().get())) {
       return;
     }
     Thread t = new Thread(() -> {
       try {
+        Thread.sleep(config.snapshotter().classArchiveAfter().toMillis());
+        if (Files.exists(manager.archive().get())) {
+          return; // another daemon's, meanwhile
+        }
         train(manager, manager.archive().get());
       } catch (IOException e) {
         LOG.warning("training the FUSE manager's class-data archive failed (managers start without it): " + e);
