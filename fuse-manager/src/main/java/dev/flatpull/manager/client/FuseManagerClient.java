@@ -124,12 +124,7 @@ public final class FuseManagerClient implements AutoCloseable {
         throw new IOException("FUSE manager " + before.getPid() + " still serves " + timeout.toSeconds()
             + " s after its replacement started; see " + log);
       }
-      try {
-        Thread.sleep(50);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new InterruptedIOException("interrupted waiting for the replacement of the FUSE manager");
-      }
+      pause(50, "the replacement of the FUSE manager");
     }
     StatusResponse after = await(java.time.Duration.ofNanos(Math.max(deadline - System.nanoTime(), 0)),
         java.util.Optional.of(p));
@@ -167,12 +162,7 @@ public final class FuseManagerClient implements AutoCloseable {
         last = e;
         reconnectNow();
       }
-      try {
-        Thread.sleep(200);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new InterruptedIOException("interrupted waiting for the FUSE manager");
-      }
+      pause(200, "the FUSE manager");
     } while (System.nanoTime() < deadline);
     throw new IOException("the FUSE manager did not answer on " + socket + " within " + timeout.toSeconds()
         + " s; see " + log, last);
@@ -288,12 +278,16 @@ public final class FuseManagerClient implements AutoCloseable {
         }
       }
       reconnectNow();
-      try {
-        Thread.sleep(100);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new InterruptedIOException("interrupted waiting for the FUSE manager's successor");
-      }
+      pause(100, "the FUSE manager's successor");
+    }
+  }
+
+  private static void pause(long millis, String waitingFor) throws InterruptedIOException {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted waiting for " + waitingFor);
     }
   }
 
