@@ -92,7 +92,7 @@ public final class Succession {
       predecessor.retire(pid(), successorPid);
     } catch (IOException e) {
       // An answer lost as it exits is an answer.
-      if (running(pid())) {
+      if (FuseManagerClient.running(pid())) {
         LOG.warning("FUSE manager " + pid() + " refused to retire (" + e.getMessage() + "); killing it");
         ProcessHandle.of(pid()).ifPresent(ProcessHandle::destroyForcibly);
       }
@@ -101,7 +101,7 @@ public final class Succession {
     }
     Optional<ProcessHandle> old = ProcessHandle.of(pid());
     long deadline = t0 + EXIT_PATIENCE.toNanos();
-    while (old.isPresent() && running(pid())) {
+    while (old.isPresent() && FuseManagerClient.running(pid())) {
       if (System.nanoTime() > deadline) {
         LOG.warning("FUSE manager " + pid() + " did not exit " + EXIT_PATIENCE.toSeconds() + " s after it was"
             + " retired; killing it");
@@ -112,17 +112,5 @@ public final class Succession {
       Thread.sleep(10);
     }
     return Duration.ofNanos(System.nanoTime() - t0);
-  }
-
-  /** Whether {@code pid} runs: a zombie (exited, its parent yet to reap it) serves nothing. */
-  private static boolean running(long pid) {
-    try {
-      String stat = java.nio.file.Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
-      // pid (comm) state ...: comm may hold anything, the state follows its last parenthesis.
-      int at = stat.lastIndexOf(')');
-      return at > 0 && at + 2 < stat.length() && stat.charAt(at + 2) != 'Z';
-    } catch (IOException gone) {
-      return false;
-    }
   }
 }

@@ -115,7 +115,7 @@ public final class FuseManagerClient implements AutoCloseable {
         .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()))
         .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null"))).start();
     long deadline = t0 + timeout.toNanos();
-    while (ProcessHandle.of(before.getPid()).map(ProcessHandle::isAlive).orElse(false)) {
+    while (running(before.getPid())) {
       if (!p.isAlive() && p.exitValue() != 0) {
         throw new IOException("the new FUSE manager exited with status " + p.exitValue() + "; FUSE manager "
             + before.getPid() + " keeps serving; see " + log);
@@ -279,6 +279,18 @@ public final class FuseManagerClient implements AutoCloseable {
       }
       reconnectNow();
       pause(100, "the FUSE manager's successor");
+    }
+  }
+
+  /** Whether the process {@code pid} runs: a zombie (exited, its parent yet to reap it) serves nothing. */
+  public static boolean running(long pid) {
+    try {
+      String stat = Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
+      // pid (comm) state ...: comm may hold anything, the state follows its last parenthesis.
+      int at = stat.lastIndexOf(')');
+      return at > 0 && at + 2 < stat.length() && stat.charAt(at + 2) != 'Z';
+    } catch (IOException gone) {
+      return false;
     }
   }
 
