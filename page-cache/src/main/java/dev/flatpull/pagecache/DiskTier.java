@@ -10,10 +10,12 @@ import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -37,6 +39,8 @@ import java.util.concurrent.atomic.LongAdder;
  * {@code DIR/named/NAME}, written and renamed the same way, and count in the same budget and recency order.
  */
 final class DiskTier implements NamedFiles {
+  private static final java.util.logging.Logger LOG = java.util.logging.Logger.getLogger(DiskTier.class.getName());
+
   private record Entry(long size, long lastUsed) {}
 
   // A named file's name: one path component, nothing the directory could be escaped or hidden with.
@@ -49,11 +53,32 @@ final class DiskTier implements NamedFiles {
   private final Map<Digest, Entry> index = new ConcurrentHashMap<>();
   private final Map<String, Entry> namedIndex = new ConcurrentHashMap<>();
   private final AtomicLong bytes = new AtomicLong();
+  private final java.util.concurrent.CountDownLatch restored = new java.util.concurrent.CountDownLatch(1);
+  private volatile boolean closed;
   private final AtomicLong clock = new AtomicLong();
   final LongAdder corrupt = new LongAdder();
   final LongAdder evictions = new LongAdder();
 
-  DiskTier(Path dir, long budget) throws IOException {
+  /**
+   * Opens the tier in {@code dir}: named files are known when this returns, stored content is found in the background
+   * ({@link #restore}).
+   */
+  static DiskTier open(Path dir, long budget) throws IOException {
+    return open(dir, budget, task -> {
+      Thread t = new Thread(task, "flatpull-page-cache-restore");
+      t.setDaemon(true);
+      t.start();
+    });
+  }
+
+  /** @param restorer runs the restore (tests pass one that holds it: a disk slower than anything) */
+  static DiskTier open(Path dir, long budget, java.util.concurrent.Executor restorer) throws IOException {
+    DiskTier tier = new DiskTier(dir, budget);
+    restorer.execute(tier::restore);
+    return tier;
+  }
+
+  private DiskTier(Path dir, long budget) throws IOException {
     this.blobs = dir.resolve("sha256");
     this.named = dir.resolve("named");
     this.tmp = dir.resolve("tmp");
@@ -68,37 +93,97 @@ final class DiskTier implements NamedFiles {
         Files.deleteIfExists(p);
       }
     }
-    List<Path> found = new ArrayList<>();
-    try (DirectoryStream<Path> files = Files.newDirectoryStream(blobs)) {
-      files.forEach(found::add);
-    }
-    // Oldest modification first, so that the restored recency order is roughly the one before the restart.
-    found.sort(Comparator.comparingLong(DiskTier::mtime));
-    for (Path p : found) {
-      Digest d = digestOf(p);
-      if (d == null) {
-        Files.deleteIfExists(p);
+    // Named files are few (a layer's index each) and a takeover looks them up at once: found before this returns.
+    for (Found f : listOldestFirst(named)) {
+      String name = f.path().getFileName().toString();
+      if (!NAME.matcher(name).matches() || !f.regular()) {
+        Files.deleteIfExists(f.path());
         continue;
       }
-      long size = Files.size(p);
-      index.put(d, new Entry(size, clock.incrementAndGet()));
-      bytes.addAndGet(size);
+      namedIndex.put(name, new Entry(f.size(), clock.incrementAndGet()));
+      bytes.addAndGet(f.size());
     }
-    List<Path> namedFound = new ArrayList<>();
-    try (DirectoryStream<Path> files = Files.newDirectoryStream(named)) {
-      files.forEach(namedFound::add);
-    }
-    namedFound.sort(Comparator.comparingLong(DiskTier::mtime));
-    for (Path p : namedFound) {
-      String name = p.getFileName().toString();
-      if (!NAME.matcher(name).matches() || !Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-        Files.deleteIfExists(p);
-        continue;
+  }
+
+  /** A file found in a directory, with the attributes read once: a sort that stats per comparison costs seconds. */
+  private record Found(Path path, long mtime, long size, boolean regular) {}
+
+  /** The files of {@code dir}, oldest modification first: the recency order before the restart, roughly. */
+  private static List<Found> listOldestFirst(Path dir) throws IOException {
+    List<Found> found = new ArrayList<>();
+    try (DirectoryStream<Path> files = Files.newDirectoryStream(dir)) {
+      for (Path p : files) {
+        try {
+          BasicFileAttributes a = Files.readAttributes(p, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+          found.add(new Found(p, a.lastModifiedTime().toMillis(), a.size(), a.isRegularFile()));
+        } catch (NoSuchFileException gone) {
+          // removed meanwhile (evicted, or emptied)
+        }
       }
-      long size = Files.size(p);
-      namedIndex.put(name, new Entry(size, clock.incrementAndGet()));
-      bytes.addAndGet(size);
     }
+    found.sort(Comparator.comparingLong(Found::mtime));
+    return found;
+  }
+
+  /**
+   * Finds the content an earlier process stored, on a thread of its own: a node's
+   * cache holds hundreds of thousands of chunk files, and listing them before serving held a manager's start (and a
+   * takeover of running containers' mounts) for a second per ten thousand. Until it is done, a lookup the index
+   * cannot answer looks at the disk, the budget counts only what is known, and the entries found get a recency older
+   * than anything used since the open (negative clock values, in the order found).
+   */
+  private void restore() {
+    long started = System.nanoTime();
+    try {
+      List<Found> found = listOldestFirst(blobs);
+      long age = -found.size();
+      long entries = 0;
+      long size = 0;
+      for (Found f : found) {
+        age++;
+        if (closed) {
+          return;
+        }
+        Digest d = digestOf(f.path());
+        if (d == null || !f.regular()) {
+          Files.deleteIfExists(f.path());
+          continue;
+        }
+        // An entry stored or read since the open is known better than the listing knows it.
+        if (index.putIfAbsent(d, new Entry(f.size(), age)) == null) {
+          bytes.addAndGet(f.size());
+        }
+        entries++;
+        size += f.size();
+      }
+      LOG.info(String.format("page cache: found %,d entries (%,d MiB) stored before, in %d ms", entries, size >> 20,
+          (System.nanoTime() - started) / 1_000_000));
+    } catch (IOException | RuntimeException e) {
+      LOG.warning("page cache: finding the content stored in " + blobs + " failed (it is fetched again when read): "
+          + e);
+    } finally {
+      restored.countDown();
+    }
+    evictBeyondBudget();
+  }
+
+  /** Stops a restore still under way (the cache is closed). */
+  void close() {
+    closed = true;
+  }
+
+  /** Waits until what an earlier process stored is known (tests, and {@link #clear}, which must see all of it). */
+  void awaitRestored() throws java.io.InterruptedIOException {
+    try {
+      restored.await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new java.io.InterruptedIOException("interrupted waiting for the page cache's restore");
+    }
+  }
+
+  private boolean restoring() {
+    return restored.getCount() > 0;
   }
 
   private Path namedPath(String name) {
@@ -155,14 +240,6 @@ final class DiskTier implements NamedFiles {
     }
   }
 
-  private static long mtime(Path p) {
-    try {
-      return Files.getLastModifiedTime(p).toMillis();
-    } catch (IOException e) {
-      return 0;
-    }
-  }
-
   private static Digest digestOf(Path p) {
     try {
       return new Digest("sha256", p.getFileName().toString());
@@ -176,12 +253,13 @@ final class DiskTier implements NamedFiles {
   }
 
   boolean contains(Digest d) {
-    return index.containsKey(d);
+    return index.containsKey(d) || restoring() && "sha256".equals(d.algorithm()) && Files.isRegularFile(path(d),
+        LinkOption.NOFOLLOW_LINKS);
   }
 
   /** The verified content of {@code d}, or empty when absent or corrupt (a corrupt entry is deleted). */
   Optional<byte[]> get(Digest d) throws IOException {
-    if (!"sha256".equals(d.algorithm()) || !index.containsKey(d)) {
+    if (!"sha256".equals(d.algorithm()) || !index.containsKey(d) && !restoring()) {
       return Optional.empty();
     }
     byte[] content;
@@ -197,13 +275,17 @@ final class DiskTier implements NamedFiles {
       forget(d);
       return Optional.empty();
     }
-    index.computeIfPresent(d, (k, e) -> new Entry(e.size, clock.incrementAndGet()));
+    if (index.computeIfPresent(d, (k, e) -> new Entry(e.size, clock.incrementAndGet())) == null && restoring()
+        && index.putIfAbsent(d, new Entry(content.length, clock.incrementAndGet())) == null) {
+      // found on disk before the restore came to it
+      bytes.addAndGet(content.length);
+    }
     return Optional.of(content);
   }
 
   /** Stores verified content (in the kernel's hands when this returns; see the class comment); a no-op when the entry exists. */
   void put(Digest d, byte[] content) throws IOException {
-    if (!"sha256".equals(d.algorithm()) || index.containsKey(d)) {
+    if (!"sha256".equals(d.algorithm()) || contains(d)) {
       return;
     }
     Path target = path(d);
@@ -278,6 +360,7 @@ final class DiskTier implements NamedFiles {
    * kept index goes with the layer).
    */
   synchronized long[] clear() throws IOException {
+    awaitRestored();
     long entries = 0;
     long freed = 0;
     for (Map.Entry<Digest, Entry> e : new ArrayList<>(index.entrySet())) {

@@ -84,8 +84,8 @@ public final class PageCache implements AutoCloseable {
   }
 
   /**
-   * Opens (creating if needed) the cache in {@code directory}, finding what an earlier process stored there and
-   * deleting its unfinished writes.
+   * Opens (creating if needed) the cache in {@code directory}, deleting an earlier process's unfinished writes. What
+   * it stored is served at once, and listed in the background (until then the disk's counts are short of it).
    */
   public static PageCache open(Path directory, CacheSettings settings) throws IOException {
     Cache<Digest, byte[]> memory =
@@ -93,7 +93,7 @@ public final class PageCache implements AutoCloseable {
             .maximumWeight(settings.memoryBytes())
             .weigher((Digest d, byte[] b) -> b.length)
             .build();
-    return new PageCache(memory, new DiskTier(directory, settings.diskBytes()), settings.reservationWait(),
+    return new PageCache(memory, DiskTier.open(directory, settings.diskBytes()), settings.reservationWait(),
         WRITE_BEHIND_BYTES, writerThread());
   }
 
@@ -345,6 +345,11 @@ public final class PageCache implements AutoCloseable {
     return new Emptied(removed[0], removed[1], inMemory);
   }
 
+  /** Waits until the content an earlier process stored is known (found in the background after the open). */
+  void awaitRestored() throws InterruptedIOException {
+    disk.awaitRestored();
+  }
+
   /** Waits until every disk write queued so far is done (or failed). */
   public void awaitWrites() throws InterruptedIOException {
     try {
@@ -362,6 +367,7 @@ public final class PageCache implements AutoCloseable {
   public void close() throws InterruptedIOException {
     awaitWrites();
     writer.shutdown();
+    disk.close();
   }
 
   /**

@@ -211,6 +211,7 @@ class PageCacheTest {
     Files.write(dir.resolve("tmp").resolve("half-written"), new byte[100]);
     Files.write(dir.resolve("sha256").resolve("not-a-digest"), new byte[100]);
     PageCache cache = open();
+    cache.awaitRestored();
     assertEquals(0, Files.list(dir.resolve("tmp")).count());
     assertEquals(0, Files.list(dir.resolve("sha256")).count());
     assertEquals(0, cache.stats().diskEntries());
@@ -542,6 +543,7 @@ class PageCacheTest {
       assertEquals(137, writer.exitValue(), "killed by SIGKILL");
     }
     PageCache cache = open();
+    cache.awaitRestored();
     long entries = cache.stats().diskEntries();
     assertTrue(entries >= 40, "entries written before the kill: " + entries);
     assertEquals(0, Files.list(dir.resolve("tmp")).count(), "unfinished writes are removed");

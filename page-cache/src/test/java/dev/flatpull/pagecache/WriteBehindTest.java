@@ -44,7 +44,7 @@ class WriteBehindTest {
       }
     });
     PageCache cache = new PageCache(Caffeine.newBuilder().maximumWeight(64L << 20)
-        .weigher((Digest d, byte[] b) -> b.length).build(), new DiskTier(dir, 1L << 30), Duration.ofSeconds(5), BOUND,
+        .weigher((Digest d, byte[] b) -> b.length).build(), DiskTier.open(dir, 1L << 30), Duration.ofSeconds(5), BOUND,
         writer);
     Random random = new Random(7);
     List<byte[]> contents = new ArrayList<>();
