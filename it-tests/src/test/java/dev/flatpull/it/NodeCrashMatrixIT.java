@@ -88,8 +88,10 @@ class NodeCrashMatrixIT {
 
   /**
    * A container that reads the image's Python library over and over while the round's kill happens: every file with
-   * {@code cat}, a failure written as a FAILED line and a read over 100 ms as a SLOW line (with the pass it fell in),
-   * a PASS line after each pass, into a log in its own writable layer.
+   * {@code cat}, a failure written as a FAILED line and a step over 100 ms as a SLOW line (with the pass it fell in),
+   * a PASS line after each pass, into a log in its own writable layer. A step is the time from one file's read done
+   * to the next one's: the clock ({@code date}) is itself a program on the mount, so a wait can fall in its start as
+   * well as in the {@code cat}.
    */
   private static String startReader(int round) throws Exception {
     String id = "reader-" + round;
@@ -101,9 +103,10 @@ class NodeCrashMatrixIT {
       Thread.sleep(500);
     }
     containerd.ctrOk("run", "-d", "--snapshotter", "flatpull", image, id, "/bin/sh", "-c",
-        "p=0; while :; do for f in /usr/lib/python3.11/*.py; do"
-            + " s=$(date +%s%N); cat \"$f\" > /dev/null || echo \"FAILED $p $f\" >> /tmp/reads.log;"
-            + " d=$(( ($(date +%s%N) - s) / 1000000 )); [ $d -gt 100 ] && echo \"SLOW $p $d $f\" >> /tmp/reads.log;"
+        "p=0; t=$(date +%s%N); while :; do for f in /usr/lib/python3.11/*.py; do"
+            + " cat \"$f\" > /dev/null || echo \"FAILED $p $f\" >> /tmp/reads.log;"
+            + " n=$(date +%s%N); d=$(( (n - t) / 1000000 )); t=$n;"
+            + " [ $d -gt 100 ] && echo \"SLOW $p $d $f\" >> /tmp/reads.log;"
             + " done; p=$((p+1)); echo \"PASS $p\" >> /tmp/reads.log; done");
     Await.until(Duration.ofSeconds(60), () -> readerLog(id).passes() >= 1, () -> "a first pass of " + id);
     return id;
@@ -111,7 +114,7 @@ class NodeCrashMatrixIT {
 
   /** What a reader logged. */
   record ReaderLog(int passes, List<String> failures, List<String> slow) {
-    /** The slowest read in a pass after {@code pass} (the pass the kill fell in, or the next), in ms. */
+    /** The slowest step in a pass after {@code pass} (the pass the kill fell in, or the next), in ms. */
     long slowestAfter(int pass) {
       return slow.stream().map(l -> l.split(" ")).filter(f -> Integer.parseInt(f[1]) >= pass)
           .mapToLong(f -> Long.parseLong(f[2])).max().orElse(0);
@@ -205,6 +208,8 @@ class NodeCrashMatrixIT {
       readFailures += read.failures().size();
       if (manager) {
         pauses.add(read.slowestAfter(passesAtKill));
+        System.out.printf("round %d: the reader's longest step after the kill: %d ms%n", round,
+            read.slowestAfter(passesAtKill));
       }
       long restarted = System.nanoTime();
       removeEverything();
