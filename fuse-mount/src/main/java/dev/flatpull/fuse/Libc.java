@@ -90,6 +90,15 @@ public interface Libc {
 
   int getgid();
 
+  /**
+   * Binds libc now rather than at the first call: jnr-ffi generates the binding at run time (about a quarter of a
+   * second on an idle machine, and no class-data archive holds it), which a process can do on a thread of its own
+   * while it starts.
+   */
+  static void bindNow() {
+    Holder.LIBC.getgid();
+  }
+
   /** Loaded once, on first use. */
   final class Holder {
     static final Libc LIBC = LibraryLoader.create(Libc.class).failImmediately().load("c");

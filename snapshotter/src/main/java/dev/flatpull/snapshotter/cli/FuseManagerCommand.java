@@ -24,12 +24,15 @@ import picocli.CommandLine.Option;
  * process's composition root: its layer server, meters and metrics endpoint are bound here, and its warm-up
  * ({@link WarmUp#whileServing}) starts once it serves.
  */
-@Command(name = "fuse-manager", hidden = true, mixinStandardHelpOptions = true,
+@Command(name = FuseManagerCommand.NAME, hidden = true, mixinStandardHelpOptions = true,
     description = {"Serve lazily pulled layers over FUSE for the snapshotter daemon, on [snapshotter]",
         "fuse_manager_socket. Started by 'flatpull serve' when none runs, and by 'flatpull replace-manager' in place",
         "of the one that runs. SIGTERM unmounts every layer it serves, which breaks running containers: stop it only",
         "when no container uses flatpull's snapshots."})
 final class FuseManagerCommand implements Callable<Integer> {
+  /** The command's name, always the first argument of a manager's command line ({@link ManagerCommandLine}). */
+  static final String NAME = "fuse-manager";
+
   @Mixin GlobalOptions global;
 
   @Option(names = FuseManagerClient.NO_WARM_UP,

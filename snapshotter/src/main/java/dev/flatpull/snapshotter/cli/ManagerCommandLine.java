@@ -85,7 +85,7 @@ final class ManagerCommandLine implements Supplier<List<String>> {
     cmd.add("-cp");
     cmd.add(classpath);
     cmd.add(FlatpullCommand.class.getName());
-    cmd.add("fuse-manager");
+    cmd.add(FuseManagerCommand.NAME);
     cmd.addAll(global.asArguments());
     return cmd;
   }

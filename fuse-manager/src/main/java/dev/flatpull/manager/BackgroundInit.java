@@ -1,0 +1,32 @@
+package dev.flatpull.manager;
+
+import dev.flatpull.fuse.Libc;
+
+/**
+ * The parts of a manager's start that cost the most and that nothing else waits on, begun on a thread of their own as
+ * the process starts: while the main thread reads the configuration, binds its meters and opens the page cache, this
+ * one binds libc (jnr-ffi generates the binding at run time: no class-data archive holds it) and reads the platform's
+ * trust store (the registry clients' TLS). A manager that replaces one that died serves the running containers' mounts
+ * only after both, so they are on the pause every such container sees.
+ */
+public final class BackgroundInit {
+  private BackgroundInit() {}
+
+  /**
+   * Starts the work. A failure is printed here: the main thread meets it again where it needs the part, but a class
+   * whose initialization failed on another thread no longer says why.
+   */
+  public static void start() {
+    Thread t = new Thread(() -> {
+      try {
+        Libc.bindNow();
+        javax.net.ssl.SSLContext.getDefault();
+      } catch (java.security.GeneralSecurityException | LinkageError | RuntimeException e) {
+        System.err.println("flatpull fuse-manager: initializing ahead failed: " + e);
+        e.printStackTrace();
+      }
+    }, "flatpull-background-init");
+    t.setDaemon(true);
+    t.start();
+  }
+}
