@@ -23,21 +23,33 @@ public final class DeviceHolder implements AutoCloseable {
   private record Held(int device, byte[] negotiation, String source) {}
 
   /** Holds nothing: no manager's mount can be taken over. */
-  public static final DeviceHolder NONE = new DeviceHolder(null);
+  public static final DeviceHolder NONE = new DeviceHolder(null, () -> {});
 
   private final DeviceHandover listening;
+  private final Runnable connectionEnded;
   private final Map<Path, Held> held = new HashMap<>();
   // Managers' connections: closed with the holder, so that a manager sees it go as it would see the daemon die.
   private final java.util.Set<DeviceHandover> peers = new java.util.HashSet<>();
   private volatile boolean closed;
 
-  private DeviceHolder(DeviceHandover listening) {
+  private DeviceHolder(DeviceHandover listening, Runnable connectionEnded) {
     this.listening = listening;
+    this.connectionEnded = connectionEnded;
   }
 
   /** Holds what FUSE managers hand over at {@code socket} (replacing a socket a killed daemon left). */
   public static DeviceHolder listen(Path socket) throws IOException {
-    DeviceHolder h = new DeviceHolder(DeviceHandover.listen(socket));
+    return listen(socket, () -> {});
+  }
+
+  /**
+   * Like {@link #listen(Path)}, and runs {@code connectionEnded} (on the connection's thread) each time a manager's
+   * connection ends while the holder is open: the kernel closes it the moment the manager dies, killed or not, where
+   * a process that is not the watcher's child is only polled for (the JDK's {@code onExit} sleeps 300 ms, then 30 ms
+   * longer at each poll, up to 5 s).
+   */
+  public static DeviceHolder listen(Path socket, Runnable connectionEnded) throws IOException {
+    DeviceHolder h = new DeviceHolder(DeviceHandover.listen(socket), connectionEnded);
     DaemonThreads.named("flatpull-device-holder").newThread(h::accept).start();
     return h;
   }
@@ -100,6 +112,9 @@ public final class DeviceHolder implements AutoCloseable {
         peers.remove(peer);
         peer.close();
       }
+      if (!closed) {
+        connectionEnded.run();
+      }
     }
   }
 
@@ -136,6 +151,13 @@ public final class DeviceHolder implements AutoCloseable {
   }
 
   /** Whether the device of the mount at {@code mountPoint} is held: a manager can take the mount over. */
+  /** Managers connected now (tests). */
+  int peerCount() {
+    synchronized (peers) {
+      return peers.size();
+    }
+  }
+
   public synchronized boolean holds(Path mountPoint) {
     return held.containsKey(mountPoint.toAbsolutePath().normalize());
   }

@@ -106,6 +106,32 @@ class DeviceHolderTest {
     }
   }
 
+  @Test
+  void aManagersConnectionThatEnds_isReportedAtOnce_butNotTheHoldersOwnClose() throws Exception {
+    Path socket = dir.resolve("devices.sock");
+    java.util.concurrent.atomic.AtomicInteger ended = new java.util.concurrent.atomic.AtomicInteger();
+    int device = openWithOffset(0);
+    try (DeviceHolder holder = DeviceHolder.listen(socket, ended::incrementAndGet)) {
+      // A manager's connection, ended as its process's death ends it: the kernel closes the descriptor.
+      try (DeviceHandover c = DeviceHandover.connect(socket)) {
+        c.send(new DeviceHandover.Message(DeviceHandover.Message.Kind.HOLD, dir.resolve("mnt"), new byte[] {1}, "s"),
+            device);
+        Await.until(WAIT, () -> holder.holds(dir.resolve("mnt")), () -> "held");
+        assertEquals(0, ended.get(), "nothing ended while the manager is connected");
+      }
+      Await.until(WAIT, () -> ended.get() == 1, () -> "the end of the manager's connection reported");
+      assertTrue(holder.holds(dir.resolve("mnt")), "what it handed over is still held for its successor");
+      DeviceHandover second = DeviceHandover.connect(socket);
+      Await.until(WAIT, () -> holder.peerCount() == 1, () -> "a second manager connected");
+      holder.close();
+      second.close();
+    } finally {
+      Libc.Holder.LIBC.close(device);
+    }
+    Thread.sleep(200);
+    assertEquals(1, ended.get(), "the holder's own close is no manager's end");
+  }
+
   /** A file of "0123456789" opened and read {@code skip} bytes into. */
   private int openWithOffset(int skip) throws Exception {
     Path file = Files.writeString(dir.resolve("device-" + skip + "-" + System.nanoTime()), "0123456789");

@@ -71,9 +71,16 @@ public final class SnapshotterDaemon implements AutoCloseable {
     InstantSource clock = InstantSource.system();
     OverlaySnapshotter snapshotter = null;
     DeviceHolder devices = null;
+    java.util.concurrent.atomic.AtomicReference<SnapshotterDaemon> started =
+        new java.util.concurrent.atomic.AtomicReference<>();
     try {
       // Before the snapshotter opens: a manager that runs hands its mounts' devices over within a second.
-      devices = DeviceHolder.listen(config.snapshotter().fuseDevicesSocket());
+      devices = DeviceHolder.listen(config.snapshotter().fuseDevicesSocket(), () -> {
+        SnapshotterDaemon d = started.get();
+        if (d != null) {
+          d.managerConnectionEnded();
+        }
+      });
       snapshotter = OverlaySnapshotter.open(config.root(),
           new RegistryRemoteLayers(clients, platform, manager, nanoTime, devices), metrics,
           OverlaySnapshotter.Environment.of(nanoTime, clock));
@@ -83,6 +90,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
         endpoint = Optional.of(MetricsServer.start(config.snapshotter().metricsAddress().get(), meters));
       }
       SnapshotterDaemon d = new SnapshotterDaemon(clients, manager, devices, snapshotter, server, endpoint);
+      started.set(d);
       // At once, so that the FUSE manager starts (and warms up) before the first remote Prepare, yet serving never
       // waits for it: open() has already remounted whatever containers use.
       d.watchdog.scheduleWithFixedDelay(d::keepLayersServed, 0, 10, TimeUnit.SECONDS);
@@ -145,7 +153,8 @@ public final class SnapshotterDaemon implements AutoCloseable {
   /**
    * Replaces a manager as soon as it exits, not at the next round of the watchdog: until a new one serves, every
    * remote Prepare is pulled whole and containerd's removals of remote snapshots wait (a node crash matrix round spent
-   * 10-20 s so). A manager this daemon did not start is watched too (the JDK polls a process that is not its child).
+   * 10-20 s so). A manager this daemon did not start is watched too (the JDK polls a process that is not its child,
+   * which is why the end of its connection to the device holder is watched as well: {@link #managerConnectionEnded}).
    */
   private void watchExit(long pid) {
     if (pid <= 0 || watched.getAndSet(pid) == pid) {
@@ -159,6 +168,21 @@ public final class SnapshotterDaemon implements AutoCloseable {
         // the daemon is stopping
       }
     }));
+  }
+
+  /**
+   * A manager's connection to the device holder ended: it exited, or it was killed. Checked at once (when it still
+   * runs, the check finds it serving): a manager this daemon did not start (one started by the daemon before a
+   * restart, or by {@code flatpull replace-manager}) is not its child, and its exit is only polled for, at intervals
+   * that grow to 5 s, while the running containers' reads wait for the next manager.
+   */
+  private void managerConnectionEnded() {
+    LOG.info("a FUSE manager's connection to the device holder ended; checking the manager");
+    try {
+      watchdog.execute(this::keepLayersServed);
+    } catch (java.util.concurrent.RejectedExecutionException closing) {
+      // the daemon is stopping
+    }
   }
 
   public int metricsPort() {
