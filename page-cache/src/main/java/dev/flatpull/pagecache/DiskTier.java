@@ -126,11 +126,11 @@ final class DiskTier implements NamedFiles {
   }
 
   /**
-   * Finds the content an earlier process stored, on a thread of its own: a node's
-   * cache holds hundreds of thousands of chunk files, and listing them before serving held a manager's start (and a
-   * takeover of running containers' mounts) for a second per ten thousand. Until it is done, a lookup the index
-   * cannot answer looks at the disk, the budget counts only what is known, and the entries found get a recency older
-   * than anything used since the open (negative clock values, in the order found).
+   * Finds the content an earlier process stored, on a thread of its own: a node's cache holds tens or hundreds of
+   * thousands of chunk files, and listing them before serving held a manager's start (and a takeover of running
+   * containers' mounts) for about a second per 17,000 (read once per file now, 0.3-1.2 s under load). Until it is
+   * done, a lookup the index cannot answer looks at the disk, the budget counts only what is known, and the entries
+   * found get a recency older than anything used since the open (negative clock values, in the order found).
    */
   private void restore() {
     long started = System.nanoTime();
@@ -149,7 +149,8 @@ final class DiskTier implements NamedFiles {
           Files.deleteIfExists(f.path());
           continue;
         }
-        // An entry stored or read since the open is known better than the listing knows it.
+        // An entry stored or read since the open is known better than the listing knows it. One deleted since the
+        // listing (evicted, or found corrupt) is put back here: its next read finds it gone and forgets it.
         if (index.putIfAbsent(d, new Entry(f.size(), age)) == null) {
           bytes.addAndGet(f.size());
         }
