@@ -150,7 +150,6 @@ public final class DeviceHolder implements AutoCloseable {
     peer.send(Message.of(Message.Kind.NONE, Path.of("/")), -1);
   }
 
-  /** Whether the device of the mount at {@code mountPoint} is held: a manager can take the mount over. */
   /** Managers connected now (tests). */
   int peerCount() {
     synchronized (peers) {
@@ -158,6 +157,7 @@ public final class DeviceHolder implements AutoCloseable {
     }
   }
 
+  /** Whether the device of the mount at {@code mountPoint} is held: a manager can take the mount over. */
   public synchronized boolean holds(Path mountPoint) {
     return held.containsKey(mountPoint.toAbsolutePath().normalize());
   }

@@ -159,15 +159,23 @@ class ManagerTakeoverIT {
       assertTrue(second > 0, "no FUSE manager started after " + first + " was killed");
       // Before it answers the daemon, which watches a manager's exit only from then on.
       assertTrue(!flatpull.log().contains("FUSE manager " + second + " is serving"), flatpull.log());
+      long noticesBefore = promptNotices(flatpull.log());
       Processes.run(List.of("kill", "-9", Long.toString(second)), 10).orThrow(List.of("kill"));
       long killed = second;
       Await.until(Duration.ofSeconds(60), () -> {
         long now = flatpull.managerPid();
         return now > 0 && now != first && now != killed && flatpull.log().contains("FUSE manager " + now + " is serving");
       }, () -> "a third FUSE manager serving");
-      // Found by the daemon's own check, again soon, not at the watchdog's next round.
-      assertTrue(flatpull.log().contains("checking again in 500 ms"), flatpull.log());
+      // Found at once, not at the watchdog's next round: by the end of the second's connection to the device holder
+      // when it was killed after making it, else by the daemon's own check, again soon.
+      assertTrue(promptNotices(flatpull.log()) > noticesBefore, flatpull.log());
     });
+  }
+
+  /** The daemon's log lines that say it checks a manager before its watchdog's next round. */
+  private static long promptNotices(String log) {
+    return log.lines().filter(l -> l.contains("checking again in 500 ms")
+        || l.contains("connection to the device holder ended; checking the manager")).count();
   }
 
   /** The pid of a FUSE manager process other than {@code not}, or -1. */

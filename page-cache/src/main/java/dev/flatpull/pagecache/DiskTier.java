@@ -157,8 +157,10 @@ final class DiskTier implements NamedFiles {
         entries++;
         size += f.size();
       }
-      LOG.info(String.format("page cache: found %,d entries (%,d MiB) stored before, in %d ms", entries, size >> 20,
-          (System.nanoTime() - started) / 1_000_000));
+      long ms = (System.nanoTime() - started) / 1_000_000;
+      // A new cache (every throwaway one of a warm-up) has nothing to say.
+      LOG.log(entries > 0 ? java.util.logging.Level.INFO : java.util.logging.Level.FINE, String.format(
+          "page cache: found %,d entries (%,d MiB) stored before, in %d ms", entries, size >> 20, ms));
     } catch (IOException | RuntimeException e) {
       LOG.warning("page cache: finding the content stored in " + blobs + " failed (it is fetched again when read): "
           + e);

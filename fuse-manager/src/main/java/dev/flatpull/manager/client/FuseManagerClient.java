@@ -63,7 +63,7 @@ public final class FuseManagerClient implements AutoCloseable {
   public synchronized StatusResponse ensureRunning() throws IOException {
     reconnectNow();
     try {
-      StatusResponse running = status(2);
+      StatusResponse running = statusOfTheServingOne();
       answeredBefore = true;
       return running;
     } catch (IOException notRunning) {
@@ -166,6 +166,34 @@ public final class FuseManagerClient implements AutoCloseable {
     } while (System.nanoTime() < deadline);
     throw new IOException("the FUSE manager did not answer on " + socket + " within " + timeout.toSeconds()
         + " s; see " + log, last);
+  }
+
+  /** How long a manager that was reached but answered no status is asked again (see below). */
+  private static final long HALTING_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
+
+  /**
+   * The status of the manager serving now. A manager that refuses the call (ABORTED: it is retiring) or whose
+   * connection closes under it (UNKNOWN or CANCELLED: it halted, its successor having taken over) is asked again on a
+   * new connection, which reaches the successor, for up to 2 s: the daemon checks the manager the moment a retiring
+   * one's connection to the device holder ends, and must not start another beside its successor. A socket nobody
+   * listens on (UNAVAILABLE: the manager died) is answered at once.
+   */
+  private StatusResponse statusOfTheServingOne() throws IOException {
+    long deadline = System.nanoTime() + HALTING_NANOS;
+    while (true) {
+      try {
+        return stub(2).status(StatusRequest.getDefaultInstance());
+      } catch (StatusRuntimeException e) {
+        io.grpc.Status.Code code = e.getStatus().getCode();
+        boolean halting = code == io.grpc.Status.Code.ABORTED || code == io.grpc.Status.Code.UNKNOWN
+            || code == io.grpc.Status.Code.CANCELLED;
+        if (!halting || System.nanoTime() >= deadline) {
+          throw failure("status", e);
+        }
+      }
+      reconnectNow();
+      pause(100, "the FUSE manager's successor");
+    }
   }
 
   public StatusResponse status(int timeoutSeconds) throws IOException {

@@ -2,11 +2,14 @@ package dev.flatpull.manager.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.endpoints.grpc.UnixSockets;
 import dev.flatpull.manager.api.v1.FuseManagerGrpc;
 import dev.flatpull.manager.api.v1.MountLayerRequest;
 import dev.flatpull.manager.api.v1.MountLayerResponse;
+import dev.flatpull.manager.api.v1.StatusRequest;
+import dev.flatpull.manager.api.v1.StatusResponse;
 import io.grpc.Server;
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
@@ -22,13 +25,31 @@ import org.junit.jupiter.api.io.TempDir;
 class FuseManagerClientTest {
   @TempDir Path dir;
 
-  /** Answers each mount with the next of {@code answers}, then succeeds; counts the calls. */
+  /** Answers each mount, and each status, with the next of its answers, then succeeds; counts the calls. */
   private static final class Manager extends FuseManagerGrpc.FuseManagerImplBase {
     final AtomicInteger calls = new AtomicInteger();
+    final AtomicInteger statusCalls = new AtomicInteger();
     final List<Status> answers;
+    final List<Status> statusAnswers;
 
     Manager(List<Status> answers) {
+      this(answers, List.of());
+    }
+
+    Manager(List<Status> answers, List<Status> statusAnswers) {
       this.answers = answers;
+      this.statusAnswers = statusAnswers;
+    }
+
+    @Override
+    public void status(StatusRequest r, StreamObserver<StatusResponse> out) {
+      int n = statusCalls.getAndIncrement();
+      if (n < statusAnswers.size()) {
+        out.onError(statusAnswers.get(n).asRuntimeException());
+      } else {
+        out.onNext(StatusResponse.newBuilder().setPid(42).build());
+        out.onCompleted();
+      }
     }
 
     @Override
@@ -59,6 +80,29 @@ class FuseManagerClientTest {
         Status.UNAVAILABLE.withDescription("io exception")));
     assertEquals(7, mount(m).getEntries());
     assertEquals(4, m.calls.get());
+  }
+
+  @Test
+  void aManagerThatHaltsUnderTheStatusCall_isAskedAgain_andNoOtherIsStartedBesideItsSuccessor() throws Exception {
+    // A retiring manager refuses, then halts under the call; the new connection reaches its successor.
+    Manager m = new Manager(List.of(), List.of(Status.ABORTED, Status.UNKNOWN.withDescription("channel closed")));
+    Path socket = dir.resolve("m.sock");
+    Server server = UnixSockets.serve(socket, m);
+    // No command: starting a manager would fail.
+    try (FuseManagerClient c = new FuseManagerClient(socket, List.of(), dir.resolve("log"))) {
+      assertEquals(42, c.ensureRunning().getPid());
+      assertEquals(3, m.statusCalls.get());
+    } finally {
+      server.shutdownNow();
+    }
+  }
+
+  @Test
+  void noManagerListening_startsOneAtOnce() throws Exception {
+    try (FuseManagerClient c = new FuseManagerClient(dir.resolve("none.sock"), List.of("false"), dir.resolve("log"))) {
+      IOException e = assertThrows(IOException.class, c::ensureRunning);
+      assertTrue(e.getMessage().contains("exited with status 1"), e.getMessage());
+    }
   }
 
   @Test
