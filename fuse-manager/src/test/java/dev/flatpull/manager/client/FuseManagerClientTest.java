@@ -43,22 +43,20 @@ class FuseManagerClientTest {
 
     @Override
     public void status(StatusRequest r, StreamObserver<StatusResponse> out) {
-      int n = statusCalls.getAndIncrement();
-      if (n < statusAnswers.size()) {
-        out.onError(statusAnswers.get(n).asRuntimeException());
-      } else {
-        out.onNext(StatusResponse.newBuilder().setPid(42).build());
-        out.onCompleted();
-      }
+      answer(statusCalls, statusAnswers, StatusResponse.newBuilder().setPid(42).build(), out);
     }
 
     @Override
     public void mount(MountLayerRequest r, StreamObserver<MountLayerResponse> out) {
+      answer(calls, answers, MountLayerResponse.newBuilder().setEntries(7).build(), out);
+    }
+
+    private static <T> void answer(AtomicInteger calls, List<Status> answers, T success, StreamObserver<T> out) {
       int n = calls.getAndIncrement();
       if (n < answers.size()) {
         out.onError(answers.get(n).asRuntimeException());
       } else {
-        out.onNext(MountLayerResponse.newBuilder().setEntries(7).build());
+        out.onNext(success);
         out.onCompleted();
       }
     }
