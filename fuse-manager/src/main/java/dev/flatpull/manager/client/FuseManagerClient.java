@@ -168,31 +168,39 @@ public final class FuseManagerClient implements AutoCloseable {
         + " s; see " + log, last);
   }
 
-  /** How long a manager that was reached but answered no status is asked again (see below). */
+  /** How long a manager whose socket accepts connections but answered no status is asked again (see below). */
   private static final long HALTING_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(2);
 
   /**
-   * The status of the manager serving now. A manager that refuses the call (ABORTED: it is retiring) or whose
-   * connection closes under it (UNKNOWN or CANCELLED: it halted, its successor having taken over) is asked again on a
-   * new connection, which reaches the successor, for up to 2 s: the daemon checks the manager the moment a retiring
-   * one's connection to the device holder ends, and must not start another beside its successor. A socket nobody
-   * listens on (UNAVAILABLE: the manager died) is answered at once.
+   * The status of the manager serving now. When the call fails while something still accepts connections on the
+   * socket, it is asked again on a new connection for up to 2 s: a retiring manager refuses calls, then halts under
+   * them, and the socket is its successor's by then (the daemon checks the manager the moment a retiring one's
+   * connection to the device holder ends, and must not start another beside its successor). The call's status cannot
+   * tell the two apart: a connection that breaks under a call fails it UNAVAILABLE, as a socket nobody listens on
+   * does. A socket nobody listens on (the manager died) is answered at once.
    */
   private StatusResponse statusOfTheServingOne() throws IOException {
     long deadline = System.nanoTime() + HALTING_NANOS;
     while (true) {
       try {
-        return stub(2).status(StatusRequest.getDefaultInstance());
-      } catch (StatusRuntimeException e) {
-        io.grpc.Status.Code code = e.getStatus().getCode();
-        boolean halting = code == io.grpc.Status.Code.ABORTED || code == io.grpc.Status.Code.UNKNOWN
-            || code == io.grpc.Status.Code.CANCELLED;
-        if (!halting || System.nanoTime() >= deadline) {
-          throw failure("status", e);
+        return status(2);
+      } catch (IOException e) {
+        if (System.nanoTime() >= deadline || !listening()) {
+          throw e;
         }
       }
       reconnectNow();
       pause(100, "the FUSE manager's successor");
+    }
+  }
+
+  /** Whether something accepts connections on the manager's socket. */
+  private boolean listening() {
+    try (java.nio.channels.SocketChannel c = java.nio.channels.SocketChannel.open(
+        java.net.UnixDomainSocketAddress.of(socket))) {
+      return true;
+    } catch (IOException nobody) {
+      return false;
     }
   }
 

@@ -82,14 +82,16 @@ class FuseManagerClientTest {
 
   @Test
   void aManagerThatHaltsUnderTheStatusCall_isAskedAgain_andNoOtherIsStartedBesideItsSuccessor() throws Exception {
-    // A retiring manager refuses, then halts under the call; the new connection reaches its successor.
-    Manager m = new Manager(List.of(), List.of(Status.ABORTED, Status.UNKNOWN.withDescription("channel closed")));
+    // A retiring manager refuses, then halts under the call (as gRPC reports a connection that broke: UNKNOWN, or
+    // UNAVAILABLE as for a socket nobody listens on); the new connection reaches its successor.
+    Manager m = new Manager(List.of(), List.of(Status.ABORTED, Status.UNKNOWN.withDescription("channel closed"),
+        Status.UNAVAILABLE.withDescription("io exception")));
     Path socket = dir.resolve("m.sock");
     Server server = UnixSockets.serve(socket, m);
     // No command: starting a manager would fail.
     try (FuseManagerClient c = new FuseManagerClient(socket, List.of(), dir.resolve("log"))) {
       assertEquals(42, c.ensureRunning().getPid());
-      assertEquals(3, m.statusCalls.get());
+      assertEquals(4, m.statusCalls.get());
     } finally {
       server.shutdownNow();
     }
