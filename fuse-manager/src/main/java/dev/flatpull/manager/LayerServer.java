@@ -170,12 +170,8 @@ public final class LayerServer implements AutoCloseable {
           fs.libfuse();
           return fs;
         } : LayerFileSystem::new, activity, threads.spares());
-    // Written once reads are quiet, or at the latest KEEP_INDEX_WITHIN later (whichever comes first writes it).
-    this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(), work -> {
-      whenQuiet(work);
-      threads.timer().schedule(() -> threads.tocs().execute(work), KEEP_INDEX_WITHIN.toMillis(),
-          java.util.concurrent.TimeUnit.MILLISECONDS);
-    });
+    this.keptIndexes = new dev.flatpull.fetcher.layer.KeptIndexes(cache.namedFiles(),
+        new IndexWrites(threads.tocs(), this::whenQuiet, threads.timer(), KEEP_INDEX_WITHIN));
     // A passthrough read never reaches the recorder: none while reads are recorded.
     this.backingFiles = config.fuse().passthrough() ? new BackingFiles(cache, config.fuse().passthroughMinBytes(),
         this::whenQuiet, () -> !recorder.isRecording()) : BackingFiles.NONE;
@@ -447,12 +443,7 @@ public final class LayerServer implements AutoCloseable {
     });
   }
 
-  /**
-   * A layer's index file is written once reads are quiet, or at the latest this long after its TOC was read: a service
-   * that never stops fetching would otherwise leave it unwritten, and a manager taking its mount over (or a restart)
-   * would fetch and parse the TOC again, from a registry that may be away. Long enough that most starts are over
-   * (the write of a large layer's file takes disk and CPU from the start it would fall in).
-   */
+  /** How long a large layer's index file waits for quiet reads at most ({@link IndexWrites}). */
   static final Duration KEEP_INDEX_WITHIN = Duration.ofSeconds(30);
 
   /** The session of {@code manifest}, started (TOCs opening, runtime image loading) if this is its first layer. */

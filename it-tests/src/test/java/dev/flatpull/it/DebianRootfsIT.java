@@ -134,7 +134,7 @@ class DebianRootfsIT {
     RegistryClient client = clients.client(ref);
     List<Descriptor> layers = client.resolve(ref, Platform.current()).manifest().layers();
     LayerOpener opener = new LayerOpener(client, config, work.resolve("layers-" + name))
-        .keepingIndexes(new KeptIndexes(cache.namedFiles(), Runnable::run));
+        .keepingIndexes(new KeptIndexes(cache.namedFiles(), KeptIndexes.AT_ONCE));
     for (int i = 0; i < layers.size(); i++) {
       LazyLayer lazy = opener.open(layers.get(i));
       assertEquals(fromKeptIndexes, lazy.index().fromKeptFile(), "layer " + i + " opened from its kept index file");

@@ -9,7 +9,6 @@ import java.nio.file.Path;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executor;
 import java.util.logging.Logger;
 
 /**
@@ -20,16 +19,28 @@ import java.util.logging.Logger;
  */
 public final class KeptIndexes {
   private static final Logger LOG = Logger.getLogger(KeptIndexes.class.getName());
+  /** Every write at once, on the opening thread. */
+  public static final Writes AT_ONCE = (bytes, write) -> write.run();
+
+  /** Where and when a new index file is written. */
+  @FunctionalInterface
+  public interface Writes {
+    /**
+     * Runs {@code write} now or later, on any thread, once or more than once (the file is written once).
+     *
+     * @param bytes about the file's size: a small file may be written at once, a large one takes disk and CPU a start
+     *     may need
+     */
+    void schedule(long bytes, Runnable write);
+  }
+
   private final NamedFiles files;
-  private final Executor writer;
+  private final Writes writer;
   // Files waiting to be written; a forget takes its name out, and the write then does not happen.
   private final Set<String> pending = ConcurrentHashMap.newKeySet();
 
-  /**
-   * @param writer writes a new index file, off the opening thread (a start does not wait for it); it may run a write
-   *     more than once (on two conditions, whichever comes first): the file is written once
-   */
-  public KeptIndexes(NamedFiles files, Executor writer) {
+  /** @param writer writes a new index file, off the opening thread (a start does not wait for it) */
+  public KeptIndexes(NamedFiles files, Writes writer) {
     this.files = files;
     this.writer = writer;
   }
@@ -51,7 +62,7 @@ public final class KeptIndexes {
     }
     LayerIndex index = format.readToc(layer, remote, limits);
     if (files != NamedFiles.NONE && pending.add(key.fileName())) {
-      writer.execute(() -> {
+      writer.schedule(LayerIndexFile.approximateLength(index), () -> {
         if (!pending.remove(key.fileName())) {
           return; // forgotten meanwhile: the layer left the node
         }

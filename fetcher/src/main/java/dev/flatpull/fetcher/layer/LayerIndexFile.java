@@ -103,6 +103,17 @@ public final class LayerIndexFile {
     return (int) ((8 - (HEADER + 4 + firstPart) % 8) % 8);
   }
 
+  /** About the size of {@code index}'s file: all but its fixed-size fields, a few hundred bytes. */
+  static long approximateLength(LayerIndex index) {
+    long length = index.table().bytes().stream().mapToLong(ByteBuffer::remaining).sum();
+    byte[] tarSplit = index.tarSplitFrame();
+    length += tarSplit == null ? 0 : tarSplit.length;
+    for (String p : index.prioritized()) {
+      length += 4 + p.getBytes(StandardCharsets.UTF_8).length;
+    }
+    return length;
+  }
+
   private static void writeFirstPart(DataOutputStream out, Key key, LayerIndex index) throws IOException {
     writeDigest(out, key.digest());
     out.writeByte(index.format().ordinal());

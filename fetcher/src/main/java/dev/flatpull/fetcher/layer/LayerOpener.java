@@ -38,7 +38,7 @@ public final class LayerOpener {
    */
   public LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder,
       java.util.concurrent.Executor transfers) {
-    this(client, config, workDir, decoder, transfers, new KeptIndexes(NamedFiles.NONE, Runnable::run));
+    this(client, config, workDir, decoder, transfers, new KeptIndexes(NamedFiles.NONE, KeptIndexes.AT_ONCE));
   }
 
   private LayerOpener(RegistryClient client, FlatpullConfig config, Path workDir, java.util.concurrent.Executor decoder,

@@ -224,11 +224,18 @@ class LayerIndexFileTest {
     BuiltLayer layer = BuiltLayer.write(new SampleTar(4, 100_000).bytes, format, CHUNK, List.of(), dir);
     Path files = Files.createDirectory(dir.resolve("kept"));
     DirectoryFiles kept = new DirectoryFiles(files);
-    KeptIndexes indexes = new KeptIndexes(kept, Runnable::run);
+    List<Long> announced = new ArrayList<>();
+    KeptIndexes indexes = new KeptIndexes(kept, (bytes, write) -> {
+      announced.add(bytes);
+      write.run();
+    });
     LayerIndex first = indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
     int tocRequests = layer.requests.get();
     assertTrue(tocRequests > 0, "the first open reads the TOC");
     assertEquals(1, kept.kept.size(), "and keeps the index");
+    long size = Files.size(files.resolve(kept.kept.get(0)));
+    assertTrue(announced.get(0) <= size && size - announced.get(0) < 1024,
+        "the write is scheduled with about the file's size: " + announced + " for " + size + " bytes");
 
     LayerIndex second = indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
     assertEquals(tocRequests, layer.requests.get(), "the second open reads no byte of the blob");
@@ -272,7 +279,7 @@ class LayerIndexFileTest {
     BuiltLayer layer = BuiltLayer.write(new SampleTar(6, 10_000).bytes, LayerFormat.ESTARGZ, CHUNK, List.of(), dir);
     DirectoryFiles kept = new DirectoryFiles(Files.createDirectory(dir.resolve("kept")));
     List<Runnable> held = new ArrayList<>();
-    KeptIndexes indexes = new KeptIndexes(kept, held::add);
+    KeptIndexes indexes = new KeptIndexes(kept, (bytes, w) -> held.add(w));
     indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
     indexes.open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
     assertEquals(1, held.size(), "one write waits for the layer, however often it is opened meanwhile");
@@ -300,7 +307,7 @@ class LayerIndexFileTest {
       }
     };
     List<Runnable> held = new ArrayList<>();
-    new KeptIndexes(kept, held::add).open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
+    new KeptIndexes(kept, (bytes, w) -> held.add(w)).open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
     held.get(0).run();
     held.get(0).run();
     assertEquals(1, writes.get());
@@ -318,7 +325,7 @@ class LayerIndexFileTest {
         throw new IOException("No space left on device");
       }
     };
-    LayerIndex index = new KeptIndexes(full, Runnable::run).open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
+    LayerIndex index = new KeptIndexes(full, KeptIndexes.AT_ONCE).open(layer.descriptor, layer.reader(), FetchLimits.DEFAULTS);
     assertEquals(1, attempts.get());
     assertFalse(index.entries().isEmpty());
   }
