@@ -182,11 +182,21 @@ public final class LayerServer implements AutoCloseable {
   /** A server for {@code config} with its own registry clients, page cache and threads. */
   public static LayerServer open(FlatpullConfig config, RemoteLayerMetrics metrics)
       throws IOException, dev.flatpull.config.ConfigException {
+    return open(config, metrics, java.util.concurrent.CompletableFuture.completedFuture(null));
+  }
+
+  /**
+   * A server for {@code config}, whose page cache lists what it stored before only once {@code cacheListingMayStart}
+   * completes ({@link PageCache#open(Path, dev.flatpull.config.CacheSettings, java.util.concurrent.CompletionStage)}).
+   */
+  public static LayerServer open(FlatpullConfig config, RemoteLayerMetrics metrics,
+      java.util.concurrent.CompletionStage<?> cacheListingMayStart)
+      throws IOException, dev.flatpull.config.ConfigException {
     FetchStatistics fetched = new FetchStatistics();
     RegistryClients clients = RegistryClients.create(config, fetched);
     PageCache cache;
     try {
-      cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache());
+      cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache(), cacheListingMayStart);
     } catch (IOException | RuntimeException e) {
       clients.close();
       throw e;

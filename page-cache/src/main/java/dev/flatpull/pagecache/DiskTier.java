@@ -64,11 +64,14 @@ final class DiskTier implements NamedFiles {
    * ({@link #restore}).
    */
   static DiskTier open(Path dir, long budget) throws IOException {
-    return open(dir, budget, task -> {
-      Thread t = new Thread(task, "flatpull-page-cache-restore");
-      t.setDaemon(true);
-      t.start();
-    });
+    return open(dir, budget, DiskTier::restoreThread);
+  }
+
+  /** Runs the listing on a thread of its own. */
+  static void restoreThread(Runnable task) {
+    Thread t = new Thread(task, "flatpull-page-cache-restore");
+    t.setDaemon(true);
+    t.start();
   }
 
   /** @param restorer runs the restore (tests pass one that holds it: a disk slower than anything) */

@@ -135,6 +135,22 @@ class DiskRestoreTest {
   }
 
   @Test
+  void aCacheThatMayListLater_listsOnlyOnceAllowed_andServesMeanwhile() throws Exception {
+    List<byte[]> stored = storedBefore(5);
+    java.util.concurrent.CompletableFuture<Void> mayList = new java.util.concurrent.CompletableFuture<>();
+    PageCache cache = PageCache.open(dir, new CacheSettings(Optional.empty(), 0, 1L << 30, Duration.ofSeconds(1)),
+        mayList);
+    opened.add(cache);
+    Thread.sleep(200);
+    assertEquals(0, cache.stats().diskEntries(), "not listed before it may be");
+    assertArrayEquals(stored.get(2), cache.get(Digest.sha256(stored.get(2))).orElseThrow(), "but served");
+
+    mayList.complete(null);
+    cache.awaitRestored();
+    assertEquals(5, cache.stats().diskEntries());
+  }
+
+  @Test
   void emptyingTheCache_waitsForTheRestore_andRemovesWhatItFound() throws Exception {
     List<byte[]> stored = storedBefore(6);
     HeldRestore restore = new HeldRestore();

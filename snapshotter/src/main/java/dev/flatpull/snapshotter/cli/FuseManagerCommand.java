@@ -56,7 +56,10 @@ final class FuseManagerCommand implements Callable<Integer> {
     }
     Meters meters = new Meters();
     ManagerMeters managerMeters = new ManagerMeters(meters);
-    LayerServer layers = LayerServer.open(config, managerMeters);
+    // The page cache lists what it stored before once this manager serves: the listing's CPU is then not on the pause
+    // of the containers whose mounts it takes over.
+    java.util.concurrent.CompletableFuture<Void> serving = new java.util.concurrent.CompletableFuture<>();
+    LayerServer layers = LayerServer.open(config, managerMeters, serving);
     Optional<MetricsServer> endpoint = Optional.empty();
     FuseManagerServer server;
     Optional<Succession> predecessor = replace ? Succession.find(config.snapshotter().fuseManagerSocket())
@@ -77,6 +80,7 @@ final class FuseManagerCommand implements Callable<Integer> {
         }
       }
       server = FuseManagerServer.serve(config, layers, FlatpullCommand.VERSION, predecessor.isPresent());
+      serving.complete(null);
     } catch (IOException | RuntimeException e) {
       if (!takenBeside.isEmpty()) {
         // Not closed: that would unmount what the predecessor still serves. What this process read and did not answer
