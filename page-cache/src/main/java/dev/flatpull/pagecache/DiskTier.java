@@ -149,7 +149,12 @@ final class DiskTier implements NamedFiles {
         }
         Digest d = digestOf(f.path());
         if (d == null || !f.regular()) {
-          Files.deleteIfExists(f.path());
+          try {
+            Files.deleteIfExists(f.path());
+          } catch (IOException e) {
+            // A stranger the cache cannot remove (a directory with content, say) is left; the rest is still found.
+            LOG.warning("page cache: " + f.path() + " is not an entry and could not be removed: " + e);
+          }
           continue;
         }
         // An entry stored or read since the open is known better than the listing knows it. One deleted since the

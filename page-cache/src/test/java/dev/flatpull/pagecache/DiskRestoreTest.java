@@ -151,6 +151,22 @@ class DiskRestoreTest {
   }
 
   @Test
+  void aStrangerThatCannotBeRemoved_doesNotStopTheRestore() throws Exception {
+    List<byte[]> stored = storedBefore(4);
+    Path stranger = Files.createDirectories(dir.resolve("sha256").resolve("not-an-entry"));
+    Files.writeString(stranger.resolve("inside"), "x");
+    // Listed first (the oldest): a restore that stopped there would find nothing.
+    Files.setLastModifiedTime(stranger, FileTime.fromMillis(0));
+    HeldRestore restore = new HeldRestore();
+    PageCache cache = reopen(1L << 30, restore);
+    restore.release();
+    assertEquals(4, cache.stats().diskEntries(), "every entry found");
+    assertEquals(4L * ENTRY, cache.stats().diskBytes());
+    assertTrue(Files.exists(stranger.resolve("inside")), "and the stranger left as it was");
+    assertArrayEquals(stored.get(0), cache.get(Digest.sha256(stored.get(0))).orElseThrow());
+  }
+
+  @Test
   void emptyingTheCache_waitsForTheRestore_andRemovesWhatItFound() throws Exception {
     List<byte[]> stored = storedBefore(6);
     HeldRestore restore = new HeldRestore();
