@@ -162,11 +162,7 @@ public final class SnapshotterDaemon implements AutoCloseable {
     }
     ProcessHandle.of(pid).ifPresent(h -> h.onExit().thenRun(() -> {
       LOG.warning("the FUSE manager " + pid + " exited; starting another");
-      try {
-        watchdog.execute(this::keepLayersServed);
-      } catch (java.util.concurrent.RejectedExecutionException closing) {
-        // the daemon is stopping
-      }
+      checkNow();
     }));
   }
 
@@ -178,6 +174,11 @@ public final class SnapshotterDaemon implements AutoCloseable {
    */
   private void managerConnectionEnded() {
     LOG.info("a FUSE manager's connection to the device holder ended; checking the manager");
+    checkNow();
+  }
+
+  /** Runs {@link #keepLayersServed} on the watchdog's thread now, not at its next round. */
+  private void checkNow() {
     try {
       watchdog.execute(this::keepLayersServed);
     } catch (java.util.concurrent.RejectedExecutionException closing) {
