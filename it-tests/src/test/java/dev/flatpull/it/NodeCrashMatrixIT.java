@@ -237,6 +237,10 @@ class NodeCrashMatrixIT {
             + " takeover: median %d ms, worst %d ms (%d kills)%n", readFailures,
         sorted.isEmpty() ? 0 : sorted.get(sorted.size() / 2), sorted.isEmpty() ? 0 : sorted.get(sorted.size() - 1),
         sorted.size());
+    // A takeover that found no kept index file fetched and parsed the layer's TOC again, on the pause.
+    List<String> takeovers = flatpull.log().lines().filter(l -> l.contains("took over serving")).toList();
+    System.out.printf("takeovers: %d of %d layers opened from their kept index file%n",
+        takeovers.stream().filter(l -> l.contains("index read from its kept file")).count(), takeovers.size());
     assertEquals(KILLS, recovered);
     assertEquals(0, readFailures, "reads that failed in running containers");
     // Only the node's first manager warmed up: each that replaced a killed one served at once.
