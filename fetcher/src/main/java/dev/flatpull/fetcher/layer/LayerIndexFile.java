@@ -95,7 +95,9 @@ public final class LayerIndexFile {
         at += file.write(part, at);
       }
     }
-    file.force(false);
+    // Not forced to the disk: a takeover after a crash of the manager reads it from the kernel's page cache, and a file
+    // a power loss tore is refused by its checksum and rebuilt. An fsync here, while a start ran, cost that start
+    // (ext4 commits its journal, and the writes queued with it).
   }
 
   /** Zero bytes after the first part, so that the table starts at a multiple of 8 from the file's start. */
