@@ -32,13 +32,27 @@ public final class Readiness {
       if (exited) {
         int status = container.exitStatus().getAsInt();
         throw new NotReadyException("the container exited with status " + status + " before "
-            + describe(pending) + (pending.size() == 1 ? " succeeded" : " all succeeded"));
+            + describe(pending) + (pending.size() == 1 ? " succeeded" : " all succeeded") + lastOutput(container));
       }
       if (System.nanoTime() >= deadline) {
-        throw new NotReadyException("timed out after " + timeout.toMillis() + " ms waiting for " + describe(pending));
+        throw new NotReadyException("timed out after " + timeout.toMillis() + " ms waiting for " + describe(pending)
+            + lastOutput(container));
       }
       Thread.sleep(Math.max(1, Math.min(interval.toMillis(), (deadline - System.nanoTime()) / 1_000_000)));
     }
+  }
+
+  /** The lines a failed start ends with, which say why more often than its status: a service logs before it exits. */
+  private static final int OUTPUT_SHOWN = 10;
+
+  private static String lastOutput(ContainerView container) {
+    List<String> lines = container.outputLines();
+    if (lines.isEmpty()) {
+      return "; it wrote nothing to stdout or stderr";
+    }
+    List<String> last = lines.subList(Math.max(0, lines.size() - OUTPUT_SHOWN), lines.size());
+    return "; " + (last.size() < lines.size() ? "the last " + last.size() + " of its " + lines.size() + " lines"
+        : "its output") + ":" + last.stream().map(l -> "\n  " + l).collect(Collectors.joining());
   }
 
   private static String describe(List<Probe> pending) {

@@ -107,9 +107,18 @@ class ReadinessTest {
     NotReadyException t = assertThrows(NotReadyException.class, () -> Readiness.await(List.of(Probe.parse("exec:false")),
         c, Duration.ofMillis(50), Duration.ofMillis(300)));
     assertTrue(t.getMessage().contains("timed out") && t.getMessage().contains("exec:false"), t.getMessage());
+    assertTrue(t.getMessage().endsWith("it wrote nothing to stdout or stderr"), t.getMessage());
     c.exit = OptionalInt.of(2);
+    for (int i = 1; i <= 12; i++) {
+      c.lines.add("line " + i);
+    }
+    c.lines.add("FATAL: data directory has wrong ownership");
     NotReadyException e = assertThrows(NotReadyException.class, () -> Readiness.await(List.of(Probe.parse("exit")),
         c, Duration.ofMillis(50), Duration.ofSeconds(5)));
     assertTrue(e.getMessage().contains("exited with status 2"), e.getMessage());
+    // Why it failed is in what it wrote last: the last ten lines, not the first.
+    assertTrue(e.getMessage().contains("the last 10 of its 13 lines:\n  line 4\n"), e.getMessage());
+    assertTrue(e.getMessage().endsWith("\n  FATAL: data directory has wrong ownership"), e.getMessage());
+    assertFalse(e.getMessage().contains("line 3\n"), e.getMessage());
   }
 }
