@@ -38,6 +38,45 @@ public final class DebianImage {
     return rootfs("flatpull-it-debian-" + SUITE + "-nginx", List.of("--include=nginx-light"));
   }
 
+  /**
+   * The minbase root file system with a headless JDK (openjdk-17-jdk-headless) and the benchmarks' JVM service at
+   * {@link JvmServiceJar#PATH}, built on first use under the temporary directory.
+   */
+  public static Path jvmRootfs() throws IOException, InterruptedException {
+    return rootfs("flatpull-it-debian-" + SUITE + "-jdk", List.of("--include=openjdk-17-jdk-headless"), root -> {
+      aptClean(root);
+      Path jar = root.resolve(JvmServiceJar.PATH);
+      Files.createDirectories(jar.getParent());
+      Files.write(jar, JvmServiceJar.build("1"));
+    });
+  }
+
+  /** {@link #postgresRootfs()}'s entrypoint: starts the server in the foreground. */
+  public static final String POSTGRES_START = "/usr/local/bin/postgres-start";
+
+  /**
+   * The minbase root file system with postgresql (15), the cluster Debian's package creates at install
+   * ({@code /var/lib/postgresql/15/main}, configured in {@code /etc/postgresql/15/main}) and an entrypoint,
+   * {@link #POSTGRES_START}, built on first use under the temporary directory.
+   */
+  public static Path postgresRootfs() throws IOException, InterruptedException {
+    return rootfs("flatpull-it-debian-" + SUITE + "-postgresql", List.of("--include=postgresql"), root -> {
+      aptClean(root);
+      Path start = root.resolve(POSTGRES_START.substring(1));
+      // What the postgres image's entrypoint does before its server: the socket's directory on the empty /run that
+      // containerd mounts, and the server as the cluster's owner (postgres refuses to run as root), as pg_ctlcluster
+      // would start it. A script, not sh -c: ctr takes a -c after the image for a flag of its own.
+      Files.writeString(start, """
+          #!/bin/sh
+          set -e
+          install -d -o postgres -g postgres -m 2775 /run/postgresql
+          exec /usr/sbin/runuser -u postgres -- /usr/lib/postgresql/15/bin/postgres \\
+            -D /var/lib/postgresql/15/main -c config_file=/etc/postgresql/15/main/postgresql.conf
+          """);
+      Files.setPosixFilePermissions(start, PosixFilePermissions.fromString("rwxr-xr-x"));
+    });
+  }
+
   /** Pushes a root file system as a one-layer gzip image {@code REGISTRY/REPOSITORY:TAG}. */
   public static ImageReference pushRootfs(Path rootfs, String registry, String repository, String tag)
       throws IOException, InterruptedException {
@@ -91,7 +130,32 @@ public final class DebianImage {
    * Builds under a lock file beside the tree: the integration tests run in two JVMs at once, and one must not delete
    * the tree the other is building.
    */
-  private static synchronized Path rootfs(String name, List<String> options) throws IOException, InterruptedException {
+  private static Path rootfs(String name, List<String> options) throws IOException, InterruptedException {
+    return rootfs(name, options, root -> {});
+  }
+
+  /**
+   * Removes the packages debootstrap downloaded, as an image built with apt-get does with its {@code apt-get clean}.
+   * The python and nginx images keep them: their figures in the docs were measured with them.
+   */
+  private static void aptClean(Path rootfs) throws IOException {
+    Path archives = rootfs.resolve("var/cache/apt/archives");
+    if (Files.isDirectory(archives)) {
+      try (java.util.stream.Stream<Path> debs = Files.list(archives)) {
+        for (Path deb : debs.filter(p -> p.getFileName().toString().endsWith(".deb")).toList()) {
+          Files.delete(deb);
+        }
+      }
+    }
+  }
+
+  /** What is added to a root file system after debootstrap, before it counts as built. */
+  private interface Finish {
+    void apply(Path rootfs) throws IOException, InterruptedException;
+  }
+
+  private static synchronized Path rootfs(String name, List<String> options, Finish finish)
+      throws IOException, InterruptedException {
     Path base = Path.of(System.getProperty("java.io.tmpdir"), name);
     Path rootfs = base.resolve("rootfs");
     Path done = base.resolve("complete");
@@ -110,6 +174,7 @@ public final class DebianImage {
       cmd.addAll(options);
       cmd.addAll(List.of(SUITE, rootfs.toString(), "http://deb.debian.org/debian"));
       Processes.run(cmd, 900).orThrow(List.of("debootstrap"));
+      finish.apply(rootfs);
       Files.createFile(done);
       return rootfs;
     }

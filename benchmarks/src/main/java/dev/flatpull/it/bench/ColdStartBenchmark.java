@@ -34,7 +34,7 @@ import java.util.Optional;
  * outer loop, so drift hits every mode alike.
  *
  * <pre>
- *   bin/benchmark-coldstart [--images python,http] [--link 20ms/200mbit]... [--runs 3]
+ *   bin/benchmark-coldstart [--images python,http,jvm,database] [--link 20ms/200mbit]... [--runs 3]
  *                           [--modes overlayfs,lazy,lazy-nobg,runtime-image,warm,stargz,stargz-opt]
  *                           [--formats flatpull,ctr-remote] [--stargz BINARY] [--out DIR]
  *                           [--baseline-root DIR] [--check] [--smoke]
@@ -73,9 +73,11 @@ import java.util.Optional;
  * repetition, a 2 ms / 1 Gbit link, flatpull's format, the optimized image compressed at gzip level 1 instead of 9,
  * {@code --check}).
  *
- * <p>Images, built from Debian's packages once and cached: {@code python} (Debian + python3; ready when {@code python3
- * -c "import json, http.server, email.parser, urllib.request, decimal, logging, argparse"} exits) and {@code http}
- * (Debian + nginx-light; ready at the first HTTP 200 on port 80).
+ * <p>Images, built from Debian's packages once and cached ({@link Workload}): {@code python} (Debian + python3; ready
+ * when {@code python3 -c "import json, http.server, email.parser, urllib.request, decimal, logging, argparse"} exits),
+ * {@code http} (Debian + nginx-light; ready at the first HTTP 200 on port 80), {@code jvm} (Debian + a headless JDK
+ * running a small HTTP server from a jar; ready at its first HTTP 200 on port 8080) and {@code database} (Debian +
+ * postgresql; ready when {@code pg_isready} passes on port 5432). {@code --images} defaults to all four.
  */
 public final class ColdStartBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -125,7 +127,7 @@ public final class ColdStartBenchmark {
   private record Plan(String mode, String format) {}
 
   public static void main(String[] args) throws Exception {
-    List<String> images = List.of("python", "http");
+    List<String> images = Workload.NAMES;
     List<String> links = new ArrayList<>();
     List<String> modes = new ArrayList<>(List.of("overlayfs", "lazy", "lazy-nobg", "runtime-image", "warm", "stargz",
         "stargz-opt"));
@@ -139,7 +141,10 @@ public final class ColdStartBenchmark {
     int atRestSeconds = 60;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
-        case "--images" -> images = List.of(args[++i].split(","));
+        case "--images" -> {
+          images = List.of(args[++i].split(","));
+          images.forEach(Workload::of); // an unknown name fails here, before anything is built
+        }
         case "--link" -> links.add(args[++i]);
         case "--runs" -> runs = Integer.parseInt(args[++i]);
         case "--modes" -> modes = new ArrayList<>(List.of(args[++i].split(",")));
@@ -246,7 +251,8 @@ public final class ColdStartBenchmark {
    * sizes. Nothing here is timed.
    */
   private ColdStartReport.ImageSizes prepare(String image, List<Plan> plan) throws Exception {
-    Path rootfs = image.equals("python") ? DebianImage.pythonRootfs() : DebianImage.nginxRootfs();
+    Workload service = Workload.of(image);
+    Path rootfs = service.rootfs();
     progress("pushing the " + image + " image and converting it to eStargz");
     String repo = registry.address() + "/bench/" + image;
     ImageReference plain = DebianImage.pushRootfs(rootfs, registry.address(), "bench/" + image, "plain");
@@ -266,7 +272,7 @@ public final class ColdStartBenchmark {
         }
         if (formats.contains("ctr-remote-opt")) {
           progress("optimizing " + image + " for its workload with ctr-remote image optimize");
-          List<String> cmd = Workload.command(image);
+          List<String> cmd = service.command();
           // The workload runs in a sandbox for --period seconds (or until it exits): nginx is killed after it. The
           // smoke run compresses at level 1 (level 9, ctr-remote's default, takes about a minute on 2 cores).
           containerd.ctrOk("image", "optimize", "--oci", "--period", "5", "--estargz-compression-level",
@@ -301,7 +307,7 @@ public final class ColdStartBenchmark {
     }
     boolean next = plan.stream().anyMatch(p -> NEXT_VERSION.contains(p.mode()));
     if (next) {
-      pushNextVersions(image, rootfs);
+      pushNextVersions(service, rootfs);
     }
     Map<String, Long> runtimeImages = new LinkedHashMap<>();
     for (String f : formats) {
@@ -310,7 +316,7 @@ public final class ColdStartBenchmark {
         link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
         progress("recording " + image + " on " + f + " and pushing its runtime image");
         String ref = link.address() + "/bench/" + image + ":" + TAGS.get(f);
-        Workload.recordRuntimeImage(image, ref);
+        service.recordRuntimeImage(ref);
         runtimeImages.put(f, runtimeImageBytes(ref));
       }
     }
@@ -318,7 +324,7 @@ public final class ColdStartBenchmark {
       link.setLink(LinkEmulator.Link.parse("1ms/10gbit"));
       String base = link.address() + "/bench/" + image + ":";
       progress("recording " + image + "'s next version and pushing its runtime image");
-      Workload.recordRuntimeImage(image, base + NEXT_TAGS.get("runtime-image-next"));
+      service.recordRuntimeImage(base + NEXT_TAGS.get("runtime-image-next"));
       runtimeImages.put("flatpull-next", runtimeImageBytes(base + NEXT_TAGS.get("runtime-image-next")));
       long started = System.nanoTime();
       Cli.Run d = Cli.inProcess("runtime-image", "build", "--plain-http", base + NEXT_TAGS.get("runtime-image-derived"),
@@ -331,7 +337,7 @@ public final class ColdStartBenchmark {
           .filter(l -> l.startsWith("carried over")).findFirst().orElse("?")));
       runtimeImages.put("flatpull-derived", runtimeImageBytes(base + NEXT_TAGS.get("runtime-image-derived")));
       progress("recording " + image + " in the repository of the next version with no runtime image");
-      Workload.recordRuntimeImage(image, link.address() + "/" + nextRepository(image, "runtime-image-borrowed") + ":"
+      service.recordRuntimeImage(link.address() + "/" + nextRepository(image, "runtime-image-borrowed") + ":"
           + TAGS.get("flatpull"));
     }
     return new ColdStartReport.ImageSizes(image, compressed, runtimeImages);
@@ -340,16 +346,15 @@ public final class ColdStartBenchmark {
   /**
    * Pushes the service's next version, three times ({@link #NEXT_TAGS}: the same content under three manifests, so
    * that one can carry a derived runtime image, one a recorded one and one none, the last beside the previous version
-   * in a repository of its own): the image and one layer more, which appends a comment to a file the service reads
-   * at start (python: {@code argparse.py}, whose compiled module is then stale; nginx: its configuration) and adds a
-   * package it does not read (8 MiB of data under {@code opt/}).
+   * in a repository of its own): the image and one layer more, which changes a file the service reads at start
+   * ({@link Workload#nextVersionOf}: python's {@code argparse.py}, whose compiled module is then stale; nginx's and
+   * postgresql's configuration; the JVM service's jar) and adds a package it does not read (8 MiB of data under
+   * {@code opt/}).
    */
-  private void pushNextVersions(String image, Path rootfs) throws Exception {
-    String changed = image.equals("python") ? "usr/lib/python3.11/argparse.py" : "etc/nginx/nginx.conf";
-    byte[] content = Files.readAllBytes(rootfs.resolve(changed));
-    byte[] comment = "\n# the next version\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
-    byte[] appended = java.util.Arrays.copyOf(content, content.length + comment.length);
-    System.arraycopy(comment, 0, appended, content.length, comment.length);
+  private void pushNextVersions(Workload service, Path rootfs) throws Exception {
+    String image = service.name();
+    String changed = service.changedByNextVersion();
+    byte[] appended = service.nextVersionOf(Files.readAllBytes(rootfs.resolve(changed)));
     java.util.Random random = new java.util.Random(42);
     String pair = nextRepository(image, "runtime-image-borrowed");
     progress("pushing " + image + " to " + pair + ", beside its next version");
@@ -717,11 +722,11 @@ public final class ColdStartBenchmark {
   }
 
   private static void create(Node node, String image, String ref, String id) throws IOException, InterruptedException {
-    Workload.create(node.containerd(), node.snapshotter(), image, ref, id);
+    Workload.of(image).create(node.containerd(), node.snapshotter(), ref, id);
   }
 
   private static void start(Node node, String image, String id) throws IOException, InterruptedException {
-    Workload.start(node.containerd(), image, id);
+    Workload.of(image).start(node.containerd(), id);
   }
 
   private static final java.util.regex.Pattern MOUNT_TIMES = java.util.regex.Pattern.compile(

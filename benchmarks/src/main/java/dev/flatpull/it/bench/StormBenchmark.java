@@ -106,7 +106,7 @@ public final class StormBenchmark {
       imageBytes = ColdStartBenchmark.compressedBytes(ref);
       if (modes.contains("runtime-image")) {
         progress("recording the service and pushing its runtime image (untimed)");
-        Workload.recordRuntimeImage(IMAGE, ref);
+        Workload.of(IMAGE).recordRuntimeImage(ref);
       }
       StormBenchmark bench = new StormBenchmark(origin, ref, layerDigests(ref), LinkEmulator.Link.parse(link),
           LinkEmulator.Link.parse(lanLink));
@@ -305,8 +305,8 @@ public final class StormBenchmark {
       node.containerd().ctrOk("image", "rpull", "--hosts-dir", node.hosts().toString(), "--snapshotter", "flatpull",
           reference);
       long t1 = System.nanoTime();
-      Workload.create(node.containerd(), "flatpull", IMAGE, reference, id);
-      Workload.start(node.containerd(), IMAGE, id);
+      Workload.of(IMAGE).create(node.containerd(), "flatpull", reference, id);
+      Workload.of(IMAGE).start(node.containerd(), id);
       long t2 = System.nanoTime();
       LinkEmulator.Counts origin = node.toOrigin().sinceMark();
       LinkEmulator.Counts cache = node.toCache() == null ? null : node.toCache().sinceMark();
