@@ -1,12 +1,14 @@
 package dev.flatpull.manager;
 
+import dev.flatpull.fuse.CpuPriority;
 import dev.flatpull.fuse.Libc;
 
 /**
  * The parts of a manager's start that cost the most and that nothing else waits on, begun on a thread of their own as
  * the process starts: while the main thread reads the configuration, binds its meters and opens the page cache, this
  * one binds libc (jnr-ffi generates the binding at run time: no class-data archive holds it) and reads the platform's
- * trust store (the registry clients' TLS). A manager that replaces one that died serves the running containers' mounts
+ * trust store (the registry clients' TLS), and lowers the JIT's optimizing compiler to the lowest CPU priority
+ * ({@link CpuPriority}: its recompilations would otherwise take a starting service's CPU). A manager that replaces one that died serves the running containers' mounts
  * only after both, so they are on the pause every such container sees.
  */
 public final class BackgroundInit {
@@ -20,6 +22,7 @@ public final class BackgroundInit {
     Thread t = new Thread(() -> {
       try {
         Libc.bindNow();
+        CpuPriority.lowerOptimizingCompiler();
         javax.net.ssl.SSLContext.getDefault();
       } catch (java.security.GeneralSecurityException | LinkageError | RuntimeException e) {
         System.err.println("flatpull fuse-manager: initializing ahead failed: " + e);

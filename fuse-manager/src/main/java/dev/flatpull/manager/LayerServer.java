@@ -90,7 +90,8 @@ public final class LayerServer implements AutoCloseable {
           Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
           Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
           Executors.newSingleThreadExecutor(daemon("flatpull-landing")),
-          Executors.newSingleThreadExecutor(daemon("flatpull-spares")),
+          // Nothing waits for the spares: they are built while reads are quiet, at a low CPU priority.
+          Executors.newSingleThreadExecutor(dev.flatpull.fuse.CpuPriority.background("flatpull-spares")),
           Executors.newSingleThreadScheduledExecutor(daemon("flatpull-timer")));
     }
 
@@ -196,7 +197,8 @@ public final class LayerServer implements AutoCloseable {
     RegistryClients clients = RegistryClients.create(config, fetched);
     PageCache cache;
     try {
-      cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache(), cacheListingMayStart);
+      cache = PageCache.open(config.cache().directoryUnder(config.root()), config.cache(), cacheListingMayStart,
+          dev.flatpull.fuse.CpuPriority::background);
     } catch (IOException | RuntimeException e) {
       clients.close();
       throw e;

@@ -90,6 +90,15 @@ public interface Libc {
 
   int getgid();
 
+  /** {@code setpriority}'s {@code which} for one thread (Linux: a process id names a thread here). */
+  int PRIO_PROCESS = 0;
+
+  /** Sets the nice value of thread {@code who} (0: the caller); -1 and errno on failure. */
+  int setpriority(int which, int who, int prio);
+
+  /** The calling thread's id in the kernel's terms (glibc 2.30 on). */
+  int gettid();
+
   /**
    * Binds libc now rather than at the first call: jnr-ffi generates the binding at run time (about a quarter of a
    * second on an idle machine, and no class-data archive holds it), which a process can do on a thread of its own

@@ -67,11 +67,12 @@ final class DiskTier implements NamedFiles {
     return open(dir, budget, DiskTier::restoreThread);
   }
 
+  /** The name of the listing's thread. */
+  static final String RESTORE_THREAD = "flatpull-page-cache-restore";
+
   /** Runs the listing on a thread of its own. */
   static void restoreThread(Runnable task) {
-    Thread t = new Thread(task, "flatpull-page-cache-restore");
-    t.setDaemon(true);
-    t.start();
+    dev.flatpull.core.DaemonThreads.named(RESTORE_THREAD).newThread(task).start();
   }
 
   /** @param restorer runs the restore (tests pass one that holds it: a disk slower than anything) */

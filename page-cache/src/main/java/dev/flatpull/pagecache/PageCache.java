@@ -14,9 +14,11 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Function;
 
 /**
  * The host-wide cache of verified content, keyed by content digest (a chunk's {@code chunkDigest}), so that content
@@ -79,8 +81,11 @@ public final class PageCache implements AutoCloseable {
 
   /** The writer thread of a cache: a single daemon thread, so that disk writes never compete with each other. */
   static java.util.concurrent.ExecutorService writerThread() {
-    return java.util.concurrent.Executors.newSingleThreadExecutor(
-        dev.flatpull.core.DaemonThreads.named("flatpull-page-cache-writer"));
+    return writerThread(dev.flatpull.core.DaemonThreads::named);
+  }
+
+  private static java.util.concurrent.ExecutorService writerThread(Function<String, ThreadFactory> threads) {
+    return java.util.concurrent.Executors.newSingleThreadExecutor(threads.apply("flatpull-page-cache-writer"));
   }
 
   /**
@@ -98,14 +103,26 @@ public final class PageCache implements AutoCloseable {
    */
   public static PageCache open(Path directory, CacheSettings settings,
       java.util.concurrent.CompletionStage<?> listingMayStart) throws IOException {
+    return open(directory, settings, listingMayStart, dev.flatpull.core.DaemonThreads::named);
+  }
+
+  /**
+   * Like {@link #open(Path, CacheSettings, java.util.concurrent.CompletionStage)}, with the cache's own threads (the
+   * disk writer and the listing: nothing a read waits for) made by {@code threads}, given each thread's name: a FUSE
+   * manager runs them at a low CPU priority.
+   */
+  public static PageCache open(Path directory, CacheSettings settings,
+      java.util.concurrent.CompletionStage<?> listingMayStart, Function<String, ThreadFactory> threads)
+      throws IOException {
     Cache<Digest, byte[]> memory =
         Caffeine.newBuilder()
             .maximumWeight(settings.memoryBytes())
             .weigher((Digest d, byte[] b) -> b.length)
             .build();
+    ThreadFactory restore = threads.apply(DiskTier.RESTORE_THREAD);
     DiskTier disk = DiskTier.open(directory, settings.diskBytes(),
-        listing -> listingMayStart.thenRun(() -> DiskTier.restoreThread(listing)));
-    return new PageCache(memory, disk, settings.reservationWait(), WRITE_BEHIND_BYTES, writerThread());
+        listing -> listingMayStart.thenRun(() -> restore.newThread(listing).start()));
+    return new PageCache(memory, disk, settings.reservationWait(), WRITE_BEHIND_BYTES, writerThread(threads));
   }
 
   /** Files kept beside the content, in the disk tier's budget (a layer's parsed index). */

@@ -634,6 +634,9 @@ public final class ColdStartBenchmark {
           : node.daemonMetrics().get().samples();
       Processes.dropCaches();
       node.resetPeaks();
+      List<Long> pids = node.pids();
+      Map<Long, Map.Entry<String, Long>> daemonCpu = ThreadCpu.snapshot(pids.get(0));
+      Map<Long, Map.Entry<String, Long>> managerCpu = ThreadCpu.snapshot(pids.get(1));
       link.mark();
       if (booted) {
         Thread.sleep(Math.max(0, (daemonAnswered + 1_000_000_000L - System.nanoTime()) / 1_000_000));
@@ -648,6 +651,13 @@ public final class ColdStartBenchmark {
       start(node, image, id);
       long t3 = System.nanoTime();
       LinkEmulator.Counts counts = link.sinceMark();
+      if (pids.get(0) > 0) {
+        progress("  " + ThreadCpu.between(node.flatpull().isPresent() ? "daemon's" : "snapshotter's", daemonCpu,
+            ThreadCpu.snapshot(pids.get(0)), 6));
+      }
+      if (pids.get(1) > 0) {
+        progress("  " + ThreadCpu.between("FUSE manager's", managerCpu, ThreadCpu.snapshot(pids.get(1)), 8));
+      }
       long daemonRss = node.daemonRss();
       long managerRss = node.managerRss();
       ColdStartResult.Peaks peaks = node.peaks();
