@@ -8,8 +8,9 @@ import dev.flatpull.fuse.Libc;
  * the process starts: while the main thread reads the configuration, binds its meters and opens the page cache, this
  * one binds libc (jnr-ffi generates the binding at run time: no class-data archive holds it) and reads the platform's
  * trust store (the registry clients' TLS), and lowers the JIT's optimizing compiler to the lowest CPU priority
- * ({@link CpuPriority}: its recompilations would otherwise take a starting service's CPU). A manager that replaces one that died serves the running containers' mounts
- * only after both, so they are on the pause every such container sees.
+ * ({@link CpuPriority}: its recompilations would otherwise take a starting service's CPU). A manager that replaces
+ * one that died serves the running containers' mounts only after the first two, so they are on the pause every such
+ * container sees.
  */
 public final class BackgroundInit {
   private BackgroundInit() {}

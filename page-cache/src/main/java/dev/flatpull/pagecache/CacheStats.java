@@ -13,7 +13,8 @@ package dev.flatpull.pagecache;
  * @param diskEntries entries on disk now
  * @param diskBytes bytes on disk now
  * @param diskWriteFailures disk writes that failed (the content stayed in memory only)
- * @param writeBehindWaits producers' stores that waited because the write-behind queue was full
+ * @param writeBehindWaits producers' stores that met a full write-behind queue: content for later waited for the
+ *     writer, a start's producer (a runtime-image stream, a read's readahead) wrote its content itself
  * @param diskWritesSkipped readers' stores kept in memory only because the write-behind queue was full (a reader never
  *     waits for the disk)
  * @param writeBehindBytes bytes waiting for their disk write now

@@ -208,7 +208,7 @@ public final class PageCache implements AutoCloseable {
           return b;
         } catch (Abandoned | TimeoutException e) {
           // The producer gave up or is too slow: fetch it ourselves, without a second single-flight slot.
-          return store(digest, loadVerified(digest, loader), false);
+          return store(digest, loadVerified(digest, loader), WhenFull.SKIP);
         } finally {
           if (reservation) {
             // After the fill looked (it completes what we waited for only then), and also when the reservation was
@@ -221,7 +221,7 @@ public final class PageCache implements AutoCloseable {
         // Someone may have stored it between our lookup and taking the slot.
         byte[] b = lookup(digest).orElse(null);
         if (b == null) {
-          b = store(digest, loadVerified(digest, loader), false);
+          b = store(digest, loadVerified(digest, loader), WhenFull.SKIP);
         }
         mine.complete(b);
         return b;
@@ -290,15 +290,28 @@ public final class PageCache implements AutoCloseable {
     disk.put(digest, verified);
   }
 
+  /** What a store does when the write-behind queue is full. */
+  private enum WhenFull {
+    /** A reader's miss: it never waits on the disk; its content stays in memory only, counted. */
+    SKIP,
+    /**
+     * A producer that a start waits for (a runtime-image stream, a read's readahead filling reservations): it writes its
+     * content itself, which paces it to the disk's speed. It does not wait for the writer thread, which runs at a low
+     * CPU priority in the FUSE manager: on a node whose cores are busy that would pace the stream by the one thread
+     * the node gives least.
+     */
+    WRITE_HERE,
+    /** Content for later (the background fetch): it waits for the writer thread, paced by it. */
+    WAIT
+  }
+
   /**
-   * Makes verified content visible in memory now and stored on disk soon, off the caller's thread. When the
-   * write-behind queue is full, a producer ({@code producer}: a runtime-image stream filling reservations) waits for
-   * the disk, which paces it to the disk's speed; a reader (a FUSE read that missed) never waits on the disk: its
-   * content stays in memory only, counted. If waiting is interrupted, the content stays in memory only too.
+   * Makes verified content visible in memory now and stored on disk soon, off the caller's thread; {@code full} says
+   * what happens when the write-behind queue is full.
    */
-  private byte[] store(Digest digest, byte[] content, boolean producer) {
+  private byte[] store(Digest digest, byte[] content, WhenFull full) {
     memory.put(digest, content);
-    writeBehind(digest, content, producer);
+    writeBehind(digest, content, full);
     return content;
   }
 
@@ -310,21 +323,33 @@ public final class PageCache implements AutoCloseable {
    * copied it (docs/benchmarks.md, "Memory").
    */
   private void storeForLater(Digest digest, byte[] content) {
-    if (!writeBehind(digest, content, true)) {
+    if (!writeBehind(digest, content, WhenFull.WAIT)) {
       // Interrupted while waiting for the disk, or the writer is closed: memory is the only place left for it.
       memory.put(digest, content);
     }
   }
 
-  /** Queues {@code content}'s disk write; false when it was not queued (see {@link #store}). */
-  private boolean writeBehind(Digest digest, byte[] content, boolean producer) {
+  /**
+   * Queues {@code content}'s disk write, or at a full queue does what {@code full} says; false when the disk will not
+   * have it (the content stays where the caller put it, or in memory only: see {@link #storeForLater}).
+   */
+  private boolean writeBehind(Digest digest, byte[] content, WhenFull full) {
     int permits = Math.min(content.length, writeBehindBytes);
     if (!writeBehind.tryAcquire(permits)) {
-      if (!producer) {
+      if (full == WhenFull.SKIP) {
         diskWritesSkipped.increment();
         return false;
       }
       writeBehindWaits.increment();
+      if (full == WhenFull.WRITE_HERE) {
+        try {
+          disk.put(digest, content);
+        } catch (IOException | RuntimeException e) {
+          // As for a queued write: the content is in memory, and is fetched again after a restart.
+          diskWriteFailures.increment();
+        }
+        return true;
+      }
       try {
         writeBehind.acquire(permits);
       } catch (InterruptedException e) {
@@ -440,7 +465,7 @@ public final class PageCache implements AutoCloseable {
           if (forLater && !waitedFor.contains(digest)) {
             storeForLater(digest, bytes);
           } else {
-            store(digest, bytes, true);
+            store(digest, bytes, WhenFull.WRITE_HERE);
           }
           f.complete(bytes);
         } catch (DigestMismatchException e) {
