@@ -32,6 +32,25 @@ import org.junit.jupiter.api.io.TempDir;
 
 class PageCacheTest {
   @TempDir Path dir;
+
+  @Test
+  void theCachesOwnThreads_theWriterAndTheListing_comeFromTheFactoryItIsGiven() throws Exception {
+    List<String> made = java.util.Collections.synchronizedList(new ArrayList<>());
+    byte[] b = "written behind".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    try (PageCache cache = PageCache.open(dir, CacheSettings.DEFAULTS,
+        java.util.concurrent.CompletableFuture.completedFuture(null), name -> r -> {
+          made.add(name);
+          Thread t = new Thread(r, name);
+          t.setDaemon(true);
+          return t;
+        })) {
+      assertArrayEquals(b, cache.getOrLoad(Digest.sha256(b), () -> v(b)));
+      cache.awaitWrites();
+      assertEquals(1, cache.stats().diskEntries(), "written by the factory's writer");
+    }
+    assertTrue(made.contains("flatpull-page-cache-writer"), made.toString());
+    assertTrue(made.contains("flatpull-page-cache-restore"), made.toString());
+  }
   private final Random random = new Random(42);
 
   /** Content as a verifying producer hands it over. */
