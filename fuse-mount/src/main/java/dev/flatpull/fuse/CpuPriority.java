@@ -12,7 +12,7 @@ import java.util.stream.Stream;
  * Work no start waits for, at the lowest CPU priority (nice 19): on a node's few cores it would otherwise take CPU
  * from the services starting beside it, which wait on their own reads. Measured on 2 cores (docs/benchmarks.md, "CPU
  * a start shares"): in a cold start with a runtime image the FUSE manager's threads used 1.8-2.0 s of CPU in 1.4-1.6
- * s, half of it the JIT's optimizing compiler (C2) recompiling what the start made hot, and a second start of a
+ * s, a third of it the JIT's optimizing compiler (C2) recompiling what the start made hot, and a second start of a
  * service on the node still had 100-280 ms of it. At nice 19 such a thread runs whenever a core is idle, as before,
  * and yields one that a service wants. The FUSE requests, the runtime-image stream and the fetches a read waits for
  * keep the default priority.
