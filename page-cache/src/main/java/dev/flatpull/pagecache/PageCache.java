@@ -342,12 +342,7 @@ public final class PageCache implements AutoCloseable {
       }
       writeBehindWaits.increment();
       if (full == WhenFull.WRITE_HERE) {
-        try {
-          disk.put(digest, content);
-        } catch (IOException | RuntimeException e) {
-          // As for a queued write: the content is in memory, and is fetched again after a restart.
-          diskWriteFailures.increment();
-        }
+        writeNow(digest, content);
         return true;
       }
       try {
@@ -362,11 +357,7 @@ public final class PageCache implements AutoCloseable {
     try {
       writer.execute(() -> {
         try {
-          disk.put(digest, content);
-        } catch (IOException | RuntimeException e) {
-          // The content stays in memory (if it was put there) and will be fetched again after a restart: a cost, not
-          // an error.
-          diskWriteFailures.increment();
+          writeNow(digest, content);
         } finally {
           writing.remove(digest, content);
           pendingWrites.decrementAndGet();
@@ -379,6 +370,18 @@ public final class PageCache implements AutoCloseable {
       pendingWrites.decrementAndGet();
       writeBehind.release(permits);
       return false;
+    }
+  }
+
+  /**
+   * Writes {@code content} to the disk on the calling thread. A failure is counted, not thrown: the content stays in
+   * memory (if it was put there) and will be fetched again after a restart, a cost, not an error.
+   */
+  private void writeNow(Digest digest, byte[] content) {
+    try {
+      disk.put(digest, content);
+    } catch (IOException | RuntimeException e) {
+      diskWriteFailures.increment();
     }
   }
 
