@@ -10,7 +10,7 @@ import java.util.Optional;
  *
  * @param directory where the disk tier lives; empty means {@code ROOT/cache}
  * @param memoryBytes budget of the memory tier
- * @param diskBytes budget of the disk tier; least recently used entries are evicted beyond it
+ * @param diskBytes budget of the disk tier; least recently used packs of entries are evicted beyond it
  * @param reservationWait how long a reader waits for a producer (the runtime-image stream) to fill a reserved entry
  *     before fetching it itself
  */

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.flatpull.core.Await;
-import dev.flatpull.core.Digest;
 import dev.flatpull.snapshotter.grpc.SnapshotsProbe;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -286,19 +285,9 @@ class NodeCrashMatrixIT {
     }
     List<Path> mounts = dev.flatpull.core.MountTable.under(flatpull.root());
     assertEquals(List.of(), mounts, "round " + round + ": mounts left under the root");
-    Path blobs = flatpull.root().resolve("cache/sha256");
-    if (Files.isDirectory(blobs)) {
-      try (Stream<Path> files = Files.list(blobs)) {
-        for (Path f : files.toList()) {
-          byte[] b;
-          try {
-            b = Files.readAllBytes(f);
-          } catch (java.nio.file.NoSuchFileException evicted) {
-            continue;
-          }
-          assertEquals(f.getFileName().toString(), Digest.sha256(b).hex(), "round " + round + ": cache file " + f);
-        }
-      }
-    }
+    dev.flatpull.pagecache.PageCache.Checked cached =
+        dev.flatpull.pagecache.PageCache.check(flatpull.root().resolve("cache"));
+    assertEquals(0, cached.corrupt(), "round " + round + ": entries on disk that do not match their digest ("
+        + cached.entries() + " do)");
   }
 }

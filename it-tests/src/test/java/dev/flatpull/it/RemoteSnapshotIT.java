@@ -142,8 +142,8 @@ class RemoteSnapshotIT {
     // At least what the metric showed: emptying first waits for the disk writes still queued.
     assertTrue(Long.parseLong(m.group(1)) >= (long) entries, r.out() + " after the metric showed " + entries);
     assertEquals(0.0, metric("flatpull_page_cache_disk_entries"));
-    try (var files = Files.list(flatpull.root().resolve("cache/sha256"))) {
-      assertEquals(0, files.count());
+    try (var files = Files.list(flatpull.root().resolve("cache/packs"))) {
+      assertEquals(0, files.count(), "no pack of entries left on disk");
     }
     Processes.dropCaches(); // the kernel's own copies of the layer's pages
     Processes.Result run = containerd.ctrOk(Stream.concat(Stream.of("run", "--rm", "--snapshotter", "flatpull",

@@ -6,13 +6,13 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
@@ -27,35 +27,57 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
- * Content-addressed files under {@code DIR/sha256/HEX}. Writes go to {@code DIR/tmp}, then are renamed into place (an
- * existing destination is kept: same digest, same content), so a killed process leaves either no entry or a complete
- * one; leftovers in {@code tmp} are deleted on open. Writes are not fsynced: every read re-verifies the content and
- * deletes an entry that does not match (disk corruption, a file written by something else, or one that a power loss
- * left short), so an entry the disk lost costs a fetch, never a wrong byte, and an fsync per chunk (hundreds in a cold
- * start, each a journal commit while the service reads the same disk) would buy nothing. Least recently used entries
- * are evicted beyond the budget. Thread-safe.
+ * Content keyed by its SHA-256, appended to pack files under {@code DIR/packs} ({@link PackFile}): one file holds many
+ * entries, so that a fresh node's cold start does not create a file per chunk. A process appends to a pack of its own,
+ * writes its index when it is full (16 MiB, less for a small budget) or the tier closes, and starts the next; it never
+ * appends to a pack an earlier process wrote. A killed process leaves its last pack without an index; the next one
+ * reads it record by record up to the first that is not whole. Writes are not fsynced: every read re-verifies the
+ * content and forgets an entry that does not match (disk corruption, a foreign write, or what a power loss left of
+ * an entry), so an entry the disk lost costs a fetch, never a wrong byte, and an fsync per chunk would buy nothing.
+ * The budget counts the packs' bytes on disk; beyond it, whole packs are evicted, least recently used first (a pack is
+ * as recent as its most recently written or read entry). Thread-safe.
  *
  * <p>Files kept under names of their own ({@link NamedFiles}: derived data such as a layer's parsed index) live under
- * {@code DIR/named/NAME}, written and renamed the same way, and count in the same budget and recency order.
+ * {@code DIR/named/NAME}, written to {@code DIR/tmp} and renamed, and count in the same budget and recency order.
+ *
+ * <p>A cache of the earlier layout (a file per entry under {@code DIR/sha256}) is removed by the restore: its content
+ * is fetched again when read.
  */
 final class DiskTier implements NamedFiles {
   private static final java.util.logging.Logger LOG = java.util.logging.Logger.getLogger(DiskTier.class.getName());
 
+  /** A named file's size and recency. */
   private record Entry(long size, long lastUsed) {}
+
+  /** Where an entry's content is. */
+  private record Location(PackFile pack, long offset, int length) {}
 
   // A named file's name: one path component, nothing the directory could be escaped or hidden with.
   private static final java.util.regex.Pattern NAME = java.util.regex.Pattern.compile("[a-z0-9][a-z0-9._-]{0,199}");
 
-  private final Path blobs;
+  /** The largest pack: evicted whole, so a budget holds at least 64 of them ({@link #packBytes}). */
+  static final long MAX_PACK_BYTES = 16L << 20;
+  private static final long MIN_PACK_BYTES = 64L << 10;
+
+  private final Path packDir;
   private final Path named;
   private final Path tmp;
+  private final Path oldLayout;
   private final long budget;
-  private final Map<Digest, Entry> index = new ConcurrentHashMap<>();
+  private final long packBytes;
+  private final Map<Digest, Location> index = new ConcurrentHashMap<>();
+  private final Map<Long, PackFile> packs = new ConcurrentHashMap<>();
   private final Map<String, Entry> namedIndex = new ConcurrentHashMap<>();
   private final AtomicLong bytes = new AtomicLong();
   private final java.util.concurrent.CountDownLatch restored = new java.util.concurrent.CountDownLatch(1);
   private volatile boolean closed;
+  private volatile boolean restoreStarted;
   private final AtomicLong clock = new AtomicLong();
+  // Packs with ids below this were there at the open (the restore's); this process's own start here.
+  private final long firstOwnId;
+  // Guarded by this: the pack appended to, and the next id to try.
+  private PackFile appending;
+  private long nextId;
   final LongAdder corrupt = new LongAdder();
   final LongAdder evictions = new LongAdder();
 
@@ -64,32 +86,56 @@ final class DiskTier implements NamedFiles {
    * ({@link #restore}).
    */
   static DiskTier open(Path dir, long budget) throws IOException {
-    return open(dir, budget, DiskTier::restoreThread);
+    return open(dir, budget, java.util.concurrent.CompletableFuture.completedFuture(null),
+        dev.flatpull.core.DaemonThreads.named(RESTORE_THREAD));
   }
 
-  /** The name of the listing's thread. */
+  /** The name of the restore's thread. */
   static final String RESTORE_THREAD = "flatpull-page-cache-restore";
 
-  /** Runs the listing on a thread of its own. */
-  static void restoreThread(Runnable task) {
-    dev.flatpull.core.DaemonThreads.named(RESTORE_THREAD).newThread(task).start();
+  /** Opens the tier, its restore begun on a thread of {@code threads} once {@code mayStart} completes. */
+  static DiskTier open(Path dir, long budget, java.util.concurrent.CompletionStage<?> mayStart,
+      java.util.concurrent.ThreadFactory threads) throws IOException {
+    DiskTier tier = new DiskTier(dir, budget, packBytes(budget));
+    mayStart.thenRun(() -> {
+      // From here a lookup waits for the restore rather than miss: set before its thread runs.
+      tier.restoreStarted = true;
+      threads.newThread(tier::restore).start();
+    });
+    return tier;
   }
 
-  /** @param restorer runs the restore (tests pass one that holds it: a disk slower than anything) */
-  static DiskTier open(Path dir, long budget, java.util.concurrent.Executor restorer) throws IOException {
-    DiskTier tier = new DiskTier(dir, budget);
+  /**
+   * @param packBytes the size at which a pack is sealed (tests: a pack per entry under any budget)
+   * @param restorer runs the restore (tests pass one that holds it: a disk slower than anything)
+   */
+  static DiskTier open(Path dir, long budget, long packBytes, java.util.concurrent.Executor restorer)
+      throws IOException {
+    DiskTier tier = new DiskTier(dir, budget, packBytes);
     restorer.execute(tier::restore);
     return tier;
   }
 
-  private DiskTier(Path dir, long budget) throws IOException {
-    this.blobs = dir.resolve("sha256");
+  /** Like {@link #open(Path, long, long, java.util.concurrent.Executor)}, packs sized for the budget. */
+  static DiskTier open(Path dir, long budget, java.util.concurrent.Executor restorer) throws IOException {
+    return open(dir, budget, packBytes(budget), restorer);
+  }
+
+  /** The size at which a pack is sealed: small enough that eviction, which takes whole packs, keeps to the budget. */
+  static long packBytes(long budget) {
+    return Math.max(MIN_PACK_BYTES, Math.min(MAX_PACK_BYTES, budget / 64));
+  }
+
+  private DiskTier(Path dir, long budget, long packBytes) throws IOException {
+    this.packDir = dir.resolve("packs");
     this.named = dir.resolve("named");
     this.tmp = dir.resolve("tmp");
+    this.oldLayout = dir.resolve("sha256");
     this.budget = budget;
+    this.packBytes = packBytes;
     // 0700 and entries 0600: a file the image makes 0600 must not be readable from the cache by another user.
     dev.flatpull.core.OwnerOnly.directory(dir);
-    dev.flatpull.core.OwnerOnly.directory(blobs);
+    dev.flatpull.core.OwnerOnly.directory(packDir);
     dev.flatpull.core.OwnerOnly.directory(named);
     dev.flatpull.core.OwnerOnly.directory(tmp);
     try (DirectoryStream<Path> leftovers = Files.newDirectoryStream(tmp)) {
@@ -107,6 +153,15 @@ final class DiskTier implements NamedFiles {
       namedIndex.put(name, new Entry(f.size(), clock.incrementAndGet()));
       bytes.addAndGet(f.size());
     }
+    // The packs' names only (a budget holds a few hundred): this process's own packs come after them.
+    long highest = -1;
+    try (DirectoryStream<Path> found = Files.newDirectoryStream(packDir)) {
+      for (Path p : found) {
+        highest = Math.max(highest, PackFile.idOf(p.getFileName().toString()));
+      }
+    }
+    this.firstOwnId = highest + 1;
+    this.nextId = firstOwnId;
   }
 
   /** A file found in a directory, with the attributes read once: a sort that stats per comparison costs seconds. */
@@ -130,16 +185,19 @@ final class DiskTier implements NamedFiles {
   }
 
   /**
-   * Finds the content an earlier process stored, on a thread of its own: a node's cache holds tens or hundreds of
-   * thousands of chunk files, and listing them before serving held a manager's start (and a takeover of running
-   * containers' mounts) for about a second per 17,000 (read once per file now, 0.3-1.2 s under load). Until it is
-   * done, a lookup the index cannot answer looks at the disk, the budget counts only what is known, and the entries
-   * found get a recency older than anything used since the open (negative clock values, in the order found).
+   * Finds the content an earlier process stored, on a thread of its own: each of its packs' index (a few hundred
+   * small reads for a full cache; a pack left without one is read record by record), oldest pack first. Once it has
+   * begun, a lookup the index cannot answer waits for it (up to {@link #RESTORE_WAIT}); before (a FUSE manager taking
+   * mounts over holds it until it serves), such a lookup is a miss, fetched again, never wrong. The budget counts only
+   * what is known, and the packs found are older in the recency order than anything used since the open (negative clock
+   * values, in the order found). It also removes a cache of the earlier layout, a file per entry.
    */
   private void restore() {
+    restoreStarted = true;
     long started = System.nanoTime();
     try {
-      List<Found> found = listOldestFirst(blobs);
+      removeOldLayout();
+      List<Found> found = listOldestFirst(packDir);
       long age = -found.size();
       long entries = 0;
       long size = 0;
@@ -148,30 +206,41 @@ final class DiskTier implements NamedFiles {
         if (closed) {
           return;
         }
-        Digest d = digestOf(f.path());
-        if (d == null || !f.regular()) {
-          try {
-            Files.deleteIfExists(f.path());
-          } catch (IOException e) {
-            // A stranger the cache cannot remove (a directory with content, say) is left; the rest is still found.
-            LOG.warning("page cache: " + f.path() + " is not an entry and could not be removed: " + e);
-          }
+        long id = PackFile.idOf(f.path().getFileName().toString());
+        if (id >= firstOwnId) {
+          continue; // this process's own
+        }
+        if (id < 0 || !f.regular()) {
+          removeStranger(f.path());
           continue;
         }
-        // An entry stored or read since the open is known better than the listing knows it. One deleted since the
-        // listing (evicted, or found corrupt) is put back here: its next read finds it gone and forgets it.
-        if (index.putIfAbsent(d, new Entry(f.size(), age)) == null) {
-          bytes.addAndGet(f.size());
+        PackFile pack = PackFile.found(f.path(), id, f.size());
+        List<PackFile.Record> records;
+        try {
+          records = pack.records();
+        } catch (IOException e) {
+          LOG.warning("page cache: " + f.path() + " could not be read (its content is fetched again): " + e);
+          records = List.of();
         }
-        entries++;
-        size += f.size();
+        pack.lastUsed = age;
+        synchronized (this) {
+          packs.put(id, pack);
+          bytes.addAndGet(f.size());
+          // An entry stored since the open is known better than an old pack knows it.
+          for (PackFile.Record r : records) {
+            if (index.putIfAbsent(r.digest(), new Location(pack, r.offset(), r.length())) == null) {
+              entries++;
+              size += r.length();
+            }
+          }
+        }
       }
       long ms = (System.nanoTime() - started) / 1_000_000;
       // A new cache (every throwaway one of a warm-up) has nothing to say.
       LOG.log(entries > 0 ? java.util.logging.Level.INFO : java.util.logging.Level.FINE, String.format(
           "page cache: found %,d entries (%,d MiB) stored before, in %d ms", entries, size >> 20, ms));
     } catch (IOException | RuntimeException e) {
-      LOG.warning("page cache: finding the content stored in " + blobs + " failed (it is fetched again when read): "
+      LOG.warning("page cache: finding the content stored in " + packDir + " failed (it is fetched again when read): "
           + e);
     } finally {
       restored.countDown();
@@ -179,9 +248,46 @@ final class DiskTier implements NamedFiles {
     evictBeyondBudget();
   }
 
-  /** Stops a restore still under way (the cache is closed). */
+  private static void removeStranger(Path p) {
+    try {
+      Files.deleteIfExists(p);
+    } catch (IOException e) {
+      // A stranger the cache cannot remove (a directory with content, say) is left; the rest is still found.
+      LOG.warning("page cache: " + p + " is not a pack and could not be removed: " + e);
+    }
+  }
+
+  /** Removes the earlier layout's files (one per entry), whose content is fetched again when read. */
+  private void removeOldLayout() throws IOException {
+    if (!Files.isDirectory(oldLayout, LinkOption.NOFOLLOW_LINKS)) {
+      return;
+    }
+    long removed = 0;
+    try (DirectoryStream<Path> files = Files.newDirectoryStream(oldLayout)) {
+      for (Path p : files) {
+        if (closed) {
+          return;
+        }
+        if (Files.isRegularFile(p, LinkOption.NOFOLLOW_LINKS)) {
+          Files.deleteIfExists(p);
+          removed++;
+        }
+      }
+    }
+    try {
+      Files.deleteIfExists(oldLayout);
+    } catch (java.nio.file.DirectoryNotEmptyException e) {
+      LOG.warning("page cache: " + oldLayout + " holds what is not the cache's, and is left");
+    }
+    LOG.info(String.format("page cache: removed %,d entries of the earlier layout (a file per entry)", removed));
+  }
+
+  /** Stops a restore still under way and seals the pack being appended to (the cache is closed). */
   void close() {
     closed = true;
+    synchronized (this) {
+      sealAppending();
+    }
   }
 
   /** Waits until what an earlier process stored is known (tests, and {@link #clear}, which must see all of it). */
@@ -192,10 +298,6 @@ final class DiskTier implements NamedFiles {
       Thread.currentThread().interrupt();
       throw new java.io.InterruptedIOException("interrupted waiting for the page cache's restore");
     }
-  }
-
-  private boolean restoring() {
-    return restored.getCount() > 0;
   }
 
   private Path namedPath(String name) {
@@ -252,83 +354,101 @@ final class DiskTier implements NamedFiles {
     }
   }
 
-  private static Digest digestOf(Path p) {
-    try {
-      return new Digest("sha256", p.getFileName().toString());
-    } catch (IllegalArgumentException notAnEntry) {
-      return null;
-    }
-  }
+  /** How long a lookup waits for a restore under way: longer than reading a full cache's indexes takes. */
+  static final Duration RESTORE_WAIT = Duration.ofSeconds(5);
 
-  private Path path(Digest d) {
-    return blobs.resolve(d.hex());
+  /** Where {@code d} is, waiting for a restore under way when the index does not know it yet. */
+  private Location locate(Digest d) {
+    Location at = index.get(d);
+    if (at == null && restoreStarted && restored.getCount() > 0) {
+      try {
+        restored.await(RESTORE_WAIT.toNanos(), java.util.concurrent.TimeUnit.NANOSECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      at = index.get(d);
+    }
+    return at;
   }
 
   boolean contains(Digest d) {
-    return index.containsKey(d) || restoring() && "sha256".equals(d.algorithm()) && Files.isRegularFile(path(d),
-        LinkOption.NOFOLLOW_LINKS);
+    return locate(d) != null;
   }
 
-  /** The verified content of {@code d}, or empty when absent or corrupt (a corrupt entry is deleted). */
+  /** The verified content of {@code d}, or empty when absent or corrupt (a corrupt entry is forgotten). */
   Optional<byte[]> get(Digest d) throws IOException {
-    if (!"sha256".equals(d.algorithm()) || !index.containsKey(d) && !restoring()) {
+    Location at = locate(d);
+    if (at == null) {
       return Optional.empty();
     }
-    byte[] content;
-    try {
-      content = Files.readAllBytes(path(d));
-    } catch (NoSuchFileException gone) {
-      forget(d);
+    byte[] content = new byte[at.length()];
+    if (!at.pack().read(content, at.offset())) {
+      index.remove(d, at);
       return Optional.empty();
     }
     if (!d.recompute(content, 0, content.length).equals(d)) {
       corrupt.increment();
-      Files.deleteIfExists(path(d));
-      forget(d);
+      // Its bytes stay in the pack until the pack goes: a pack is written once.
+      index.remove(d, at);
       return Optional.empty();
     }
-    if (index.computeIfPresent(d, (k, e) -> new Entry(e.size, clock.incrementAndGet())) == null && restoring()
-        && index.putIfAbsent(d, new Entry(content.length, clock.incrementAndGet())) == null) {
-      // found on disk before the restore came to it
-      bytes.addAndGet(content.length);
-    }
+    at.pack().lastUsed = clock.incrementAndGet();
     return Optional.of(content);
   }
 
   /** Stores verified content (in the kernel's hands when this returns; see the class comment); a no-op when the entry exists. */
   void put(Digest d, byte[] content) throws IOException {
-    if (!"sha256".equals(d.algorithm()) || contains(d)) {
+    if (!"sha256".equals(d.algorithm()) || index.containsKey(d)) {
       return;
     }
-    Path target = path(d);
-    Path temp = tmp.resolve(d.hex() + "." + Long.toHexString(ThreadLocalRandom.current().nextLong()));
-    try (FileChannel ch = FileChannel.open(temp, java.util.Set.of(StandardOpenOption.CREATE_NEW,
-        StandardOpenOption.WRITE), dev.flatpull.core.OwnerOnly.file())) {
-      ByteBuffer buf = ByteBuffer.wrap(content);
-      while (buf.hasRemaining()) {
-        ch.write(buf);
+    synchronized (this) {
+      if (closed || index.containsKey(d)) {
+        return;
       }
-    }
-    try {
-      if (Files.exists(target)) {
-        Files.delete(temp);
-      } else {
-        Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE);
+      PackFile pack = packFor(PackFile.HEADER + content.length);
+      long before = pack.size;
+      PackFile.Record r = pack.append(d, content);
+      bytes.addAndGet(pack.size - before);
+      pack.lastUsed = clock.incrementAndGet();
+      index.put(d, new Location(pack, r.offset(), r.length()));
+      if (pack.size >= packBytes) {
+        sealAppending();
       }
-    } catch (FileAlreadyExistsException | AtomicMoveNotSupportedException e) {
-      Files.deleteIfExists(temp);
-    }
-    if (index.putIfAbsent(d, new Entry(content.length, clock.incrementAndGet())) == null) {
-      bytes.addAndGet(content.length);
     }
     evictBeyondBudget();
   }
 
-  private void forget(Digest d) {
-    Entry e = index.remove(d);
-    if (e != null) {
-      bytes.addAndGet(-e.size);
+  /** The pack to append {@code recordBytes} to: the current one, or a new one when it has no room (guarded). */
+  private PackFile packFor(long recordBytes) throws IOException {
+    if (appending != null && appending.size > 0 && appending.size + recordBytes > packBytes) {
+      sealAppending();
     }
+    while (appending == null) {
+      long id = nextId++;
+      try {
+        appending = PackFile.create(packDir, id);
+        packs.put(id, appending);
+      } catch (FileAlreadyExistsException taken) {
+        // another process opened the same directory: take the next name
+      }
+    }
+    return appending;
+  }
+
+  /** Seals the pack being appended to, if any (guarded). */
+  private void sealAppending() {
+    PackFile pack = appending;
+    if (pack == null) {
+      return;
+    }
+    appending = null;
+    long before = pack.size;
+    try {
+      pack.seal();
+    } catch (IOException e) {
+      LOG.fine("page cache: sealing " + pack.path + " failed (the next process reads it record by record): " + e);
+    }
+    bytes.addAndGet(pack.size - before);
   }
 
   private void evictBeyondBudget() {
@@ -341,49 +461,120 @@ final class DiskTier implements NamedFiles {
       }
       // Evict down to 90% so that eviction does not run on every insert at the limit.
       long target = budget - budget / 10;
-      // Content and named files in one recency order: the budget is the node's disk, whatever fills it.
-      List<Map.Entry<?, Entry>> byAge = new ArrayList<>();
-      byAge.addAll(index.entrySet());
-      byAge.addAll(namedIndex.entrySet());
-      byAge.sort(Comparator.comparingLong(e -> e.getValue().lastUsed));
-      for (Map.Entry<?, Entry> e : byAge) {
-        if (bytes.get() <= target) {
+      // Packs and named files in one recency order: the budget is the node's disk, whatever fills it.
+      record Candidate(long lastUsed, Object what, long size) {}
+      List<Candidate> byAge = new ArrayList<>();
+      for (PackFile p : packs.values()) {
+        byAge.add(new Candidate(p.lastUsed, p, p.size));
+      }
+      namedIndex.forEach((name, e) -> byAge.add(new Candidate(e.lastUsed, name, e.size)));
+      byAge.sort(Comparator.comparingLong(Candidate::lastUsed));
+      java.util.Set<PackFile> victims = new java.util.HashSet<>();
+      long left = bytes.get();
+      for (Candidate c : byAge) {
+        if (left <= target) {
           break;
         }
-        try {
-          if (e.getKey() instanceof Digest d) {
-            Files.deleteIfExists(path(d));
-            forget(d);
-          } else {
-            String name = (String) e.getKey();
+        left -= c.size();
+        if (c.what() instanceof PackFile p) {
+          victims.add(p);
+        } else {
+          String name = (String) c.what();
+          try {
             Files.deleteIfExists(named.resolve(name));
-            forgetNamed(name);
+          } catch (IOException ex) {
+            throw new UncheckedIOException(ex);
           }
-        } catch (IOException ex) {
-          throw new UncheckedIOException(ex);
+          forgetNamed(name);
+          evictions.increment();
         }
-        evictions.increment();
+      }
+      if (!victims.isEmpty()) {
+        // One pass over the index for all the packs that go.
+        index.values().removeIf(l -> {
+          boolean gone = victims.contains(l.pack());
+          if (gone) {
+            evictions.increment();
+          }
+          return gone;
+        });
+        for (PackFile p : victims) {
+          removePack(p);
+        }
       }
     }
   }
 
+  /** Deletes a pack whose entries are no longer indexed (guarded). */
+  private void removePack(PackFile p) {
+    if (p == appending) {
+      appending = null;
+    }
+    packs.remove(p.id, p);
+    bytes.addAndGet(-p.size);
+    try {
+      p.delete();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
   /**
-   * Deletes every entry; returns how many and their bytes. Named files stay: they belong to their owners (a layer's
-   * kept index goes with the layer).
+   * Deletes every entry; returns how many and the bytes their packs held. Named files stay: they belong to their owners
+   * (a layer's kept index goes with the layer).
    */
-  synchronized long[] clear() throws IOException {
+  long[] clear() throws IOException {
+    // Outside the lock: the restore takes it for each pack it found.
     awaitRestored();
+    synchronized (this) {
+      long entries = index.size();
+      long freed = 0;
+      index.clear();
+      for (PackFile p : new ArrayList<>(packs.values())) {
+        freed += p.size;
+        removePack(p);
+      }
+      return new long[] {entries, freed};
+    }
+  }
+
+  /** What {@link #check} found: entries whose content matches its digest, and those that do not. */
+  record Checked(long entries, long corrupt) {}
+
+  /**
+   * Reads every entry of the packs in {@code dir} and checks it against its digest, changing nothing: for a cache a
+   * running process owns (a test of what crashes leave). A pack deleted meanwhile is skipped.
+   */
+  static Checked check(Path dir) throws IOException {
     long entries = 0;
-    long freed = 0;
-    for (Map.Entry<Digest, Entry> e : new ArrayList<>(index.entrySet())) {
-      Files.deleteIfExists(path(e.getKey()));
-      if (index.remove(e.getKey(), e.getValue())) {
-        bytes.addAndGet(-e.getValue().size);
-        entries++;
-        freed += e.getValue().size;
+    long corrupt = 0;
+    Path packDir = dir.resolve("packs");
+    if (!Files.isDirectory(packDir)) {
+      return new Checked(0, 0);
+    }
+    for (Found f : listOldestFirst(packDir)) {
+      long id = PackFile.idOf(f.path().getFileName().toString());
+      if (id < 0 || !f.regular()) {
+        continue;
+      }
+      PackFile pack = PackFile.found(f.path(), id, f.size());
+      try {
+        for (PackFile.Record r : pack.records()) {
+          byte[] content = new byte[r.length()];
+          if (!pack.read(content, r.offset())) {
+            break;
+          }
+          if (r.digest().recompute(content, 0, content.length).equals(r.digest())) {
+            entries++;
+          } else {
+            corrupt++;
+          }
+        }
+      } finally {
+        pack.close();
       }
     }
-    return new long[] {entries, freed};
+    return new Checked(entries, corrupt);
   }
 
   /** Content entries (named files not counted). */
@@ -391,7 +582,7 @@ final class DiskTier implements NamedFiles {
     return index.size();
   }
 
-  /** Bytes of content and named files. */
+  /** Bytes of the packs and named files on disk. */
   long bytes() {
     return bytes.get();
   }

@@ -119,9 +119,8 @@ public final class PageCache implements AutoCloseable {
             .maximumWeight(settings.memoryBytes())
             .weigher((Digest d, byte[] b) -> b.length)
             .build();
-    ThreadFactory restore = threads.apply(DiskTier.RESTORE_THREAD);
-    DiskTier disk = DiskTier.open(directory, settings.diskBytes(),
-        listing -> listingMayStart.thenRun(() -> restore.newThread(listing).start()));
+    DiskTier disk = DiskTier.open(directory, settings.diskBytes(), listingMayStart,
+        threads.apply(DiskTier.RESTORE_THREAD));
     return new PageCache(memory, disk, settings.reservationWait(), WRITE_BEHIND_BYTES, writerThread(threads));
   }
 
@@ -399,6 +398,19 @@ public final class PageCache implements AutoCloseable {
     memory.invalidateAll();
     long[] removed = disk.clear();
     return new Emptied(removed[0], removed[1], inMemory);
+  }
+
+  /** What {@link #check} found on disk. */
+  public record Checked(long entries, long corrupt) {}
+
+  /**
+   * Reads every entry stored on disk in {@code directory} and checks it against its digest, changing nothing, while
+   * another process may own the cache: what crashes and kills leave behind (a read of the cache would forget a corrupt
+   * entry; this counts it).
+   */
+  public static Checked check(Path directory) throws IOException {
+    DiskTier.Checked c = DiskTier.check(directory);
+    return new Checked(c.entries(), c.corrupt());
   }
 
   /** Waits until the content an earlier process stored is known (found in the background after the open). */

@@ -18,9 +18,24 @@ public final class CacheWriterProcess {
     System.out.println("ready");
     System.out.flush();
     while (true) {
-      byte[] b = new byte[64 * 1024 + r.nextInt(512 * 1024)];
-      r.nextBytes(b);
+      byte[] b = next(r);
       cache.put(Digest.sha256(b), b);
     }
+  }
+
+  private static byte[] next(Random r) {
+    byte[] b = new byte[64 * 1024 + r.nextInt(512 * 1024)];
+    r.nextBytes(b);
+    return b;
+  }
+
+  /** The first {@code n} entries the process writes with {@code seed}, in its order. */
+  static java.util.List<byte[]> entries(long seed, int n) {
+    Random r = new Random(seed);
+    java.util.List<byte[]> all = new java.util.ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      all.add(next(r));
+    }
+    return all;
   }
 }

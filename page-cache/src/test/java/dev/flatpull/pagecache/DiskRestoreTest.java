@@ -26,12 +26,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A cache reopened over what an earlier process stored, while its restore (the listing of every stored file) has not
- * run: the restore is held until the test releases it, as on a node whose cache holds more files than a start can wait
- * to list.
+ * A cache reopened over what an earlier process stored, while its restore (the reading of every pack's index) has not
+ * run: the restore is held until the test releases it, as on a node whose disk is slower than anything.
  */
 class DiskRestoreTest {
   private static final int ENTRY = 100_000;
+  /** Packs that hold one entry each. */
+  private static final long SMALL = ENTRY;
 
   @TempDir Path dir;
   private final Random random = new Random(11);
@@ -44,9 +45,14 @@ class DiskRestoreTest {
     }
   }
 
-  /** Stores {@code n} entries as an earlier process, oldest first by modification time (a minute apart). */
-  private List<byte[]> storedBefore(int n) throws IOException {
-    PageCache before = PageCache.open(dir, new CacheSettings(Optional.empty(), 0, 1L << 30, Duration.ofSeconds(1)));
+  /**
+   * Stores {@code n} entries as an earlier process in packs of {@code packBytes}, then dates its packs a minute apart, oldest
+   * first (the order a restart finds them in).
+   */
+  private List<byte[]> storedBefore(int n, long packBytes) throws IOException {
+    PageCache before = new PageCache(Caffeine.newBuilder().maximumWeight(0).weigher((Digest d, byte[] b) -> b.length)
+        .build(), DiskTier.open(dir, 1L << 30, packBytes, Runnable::run), Duration.ofSeconds(1),
+        PageCache.WRITE_BEHIND_BYTES, PageCache.writerThread());
     List<byte[]> stored = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       byte[] b = new byte[ENTRY];
@@ -55,12 +61,19 @@ class DiskRestoreTest {
       stored.add(b);
     }
     before.close();
+    List<Path> packs = packs();
     long now = System.currentTimeMillis();
-    for (int i = 0; i < n; i++) {
-      Files.setLastModifiedTime(dir.resolve("sha256").resolve(Digest.sha256(stored.get(i)).hex()),
-          FileTime.fromMillis(now - (n - i) * 60_000L));
+    for (int i = 0; i < packs.size(); i++) {
+      Files.setLastModifiedTime(packs.get(i), FileTime.fromMillis(now - (packs.size() - i) * 60_000L));
     }
     return stored;
+  }
+
+  /** The pack files, in the order they were made. */
+  private List<Path> packs() throws IOException {
+    try (var s = Files.list(dir.resolve("packs"))) {
+      return s.sorted().toList();
+    }
   }
 
   /** A held restore: run when the test says. */
@@ -86,89 +99,98 @@ class DiskRestoreTest {
   }
 
   @Test
-  void whatAnEarlierProcessStored_isServedBeforeTheRestoreListedIt_andCountedOnce() throws Exception {
-    List<byte[]> stored = storedBefore(20);
+  void whatAnEarlierProcessStored_isAMissUntilTheRestoreReadIt_thenServed_andCountedOnce() throws Exception {
+    List<byte[]> stored = storedBefore(20, DiskTier.packBytes(1L << 30));
+    assertEquals(1, packs().size(), "packed together");
     HeldRestore restore = new HeldRestore();
     PageCache cache = reopen(1L << 30, restore);
 
-    for (byte[] b : stored) {
-      assertTrue(cache.contains(Digest.sha256(b)), "found on disk before the restore ran");
-    }
-    byte[] read = stored.get(7);
-    assertArrayEquals(read, cache.get(Digest.sha256(read)).orElseThrow());
-    assertEquals(1, cache.stats().diskHits());
-    assertEquals(1, cache.stats().diskEntries(), "only what was read is known yet");
-    byte[] other = new byte[ENTRY];
-    random.nextBytes(other);
-    assertFalse(cache.contains(Digest.sha256(other)));
-    assertEquals(Optional.empty(), cache.get(Digest.sha256(other)), "a miss is a miss while restoring");
-    // Filling content that is already on disk writes nothing.
-    assertEquals(Optional.empty(), cache.reserve(Digest.sha256(stored.get(3))));
+    byte[] seven = stored.get(7);
+    assertFalse(cache.contains(Digest.sha256(seven)), "not known before its pack's index is read");
+    assertEquals(Optional.empty(), cache.get(Digest.sha256(seven)), "a miss while restoring: fetched, never wrong");
+    assertArrayEquals(seven, cache.getOrLoad(Digest.sha256(seven), () -> VerifiedContent.of(seven)));
+    cache.awaitWrites();
+    assertEquals(1, cache.stats().diskEntries(), "only what was stored since the open is known yet");
 
     restore.release();
-    assertEquals(20, cache.stats().diskEntries());
-    assertEquals(20L * ENTRY, cache.stats().diskBytes(), "the entry read while restoring is not counted twice");
-    assertArrayEquals(stored.get(19), cache.get(Digest.sha256(stored.get(19))).orElseThrow());
+    assertEquals(20, cache.stats().diskEntries(), "the entry stored again while restoring is not counted twice");
+    for (byte[] b : stored) {
+      assertArrayEquals(b, cache.get(Digest.sha256(b)).orElseThrow());
+    }
+    // Filling content that is on disk writes nothing.
+    assertEquals(Optional.empty(), cache.reserve(Digest.sha256(stored.get(3))));
   }
 
   @Test
-  void anEntryReadWhileRestoring_isNewerThanEverythingTheRestoreFinds_andTheBudgetHoldsAfterIt() throws Exception {
-    List<byte[]> stored = storedBefore(10);
+  void anEntryStoredWhileRestoring_isNewerThanEverythingTheRestoreFinds_andTheBudgetHoldsAfterIt() throws Exception {
+    List<byte[]> stored = storedBefore(10, SMALL);
+    assertEquals(10, packs().size(), "a pack per entry");
+    long pack = Files.size(packs().get(0));
     HeldRestore restore = new HeldRestore();
-    // Room for 5 entries: the restore finds 10, and evicts down to 90 % of the budget (4 entries).
-    PageCache cache = reopen(5L * ENTRY, restore);
-    byte[] oldest = stored.get(0);
-    assertArrayEquals(oldest, cache.get(Digest.sha256(oldest)).orElseThrow());
+    // Room for 5 packs: the restore finds 10, and evicts down to 90 % of the budget (4 packs).
+    PageCache cache = reopen(5 * pack, restore);
+    assertTrue(DiskTier.packBytes(5 * pack) < ENTRY, "a pack per entry still");
+    byte[] fresh = new byte[ENTRY];
+    random.nextBytes(fresh);
+    cache.put(Digest.sha256(fresh), fresh);
+    List<Path> before = packs();
 
     restore.release();
-    assertTrue(cache.stats().diskBytes() <= 5L * ENTRY, "within budget after the restore: "
-        + cache.stats().diskBytes());
+    assertTrue(cache.stats().diskBytes() <= 5 * pack, "within budget after the restore: " + cache.stats().diskBytes());
     assertEquals(4, cache.stats().diskEntries());
-    assertTrue(cache.contains(Digest.sha256(oldest)), "read since the open: kept although stored first");
+    assertTrue(cache.contains(Digest.sha256(fresh)), "stored since the open: kept although the restore found older");
     for (int i = 7; i < 10; i++) {
       assertTrue(cache.contains(Digest.sha256(stored.get(i))), "among the newest on disk: kept (" + i + ")");
     }
-    for (int i = 1; i < 7; i++) {
+    for (int i = 0; i < 7; i++) {
       assertFalse(cache.contains(Digest.sha256(stored.get(i))), "older on disk: evicted (" + i + ")");
-      assertFalse(Files.exists(dir.resolve("sha256").resolve(Digest.sha256(stored.get(i)).hex())));
+      assertFalse(Files.exists(before.get(i)), "with its pack (" + i + ")");
     }
   }
 
   @Test
-  void aCacheThatMayListLater_listsOnlyOnceAllowed_andServesMeanwhile() throws Exception {
-    List<byte[]> stored = storedBefore(5);
+  void aCacheThatMayListLater_listsOnlyOnceAllowed_andServesWhatItStoresMeanwhile() throws Exception {
+    List<byte[]> stored = storedBefore(5, DiskTier.packBytes(1L << 30));
     java.util.concurrent.CompletableFuture<Void> mayList = new java.util.concurrent.CompletableFuture<>();
     PageCache cache = PageCache.open(dir, new CacheSettings(Optional.empty(), 0, 1L << 30, Duration.ofSeconds(1)),
         mayList);
     opened.add(cache);
     Thread.sleep(200);
     assertEquals(0, cache.stats().diskEntries(), "not listed before it may be");
-    assertArrayEquals(stored.get(2), cache.get(Digest.sha256(stored.get(2))).orElseThrow(), "but served");
+    byte[] fresh = new byte[ENTRY];
+    random.nextBytes(fresh);
+    cache.put(Digest.sha256(fresh), fresh);
+    assertArrayEquals(fresh, cache.get(Digest.sha256(fresh)).orElseThrow(), "but serving");
 
     mayList.complete(null);
     cache.awaitRestored();
-    assertEquals(5, cache.stats().diskEntries());
+    assertEquals(6, cache.stats().diskEntries());
+    assertArrayEquals(stored.get(2), cache.get(Digest.sha256(stored.get(2))).orElseThrow());
   }
 
   @Test
   void aStrangerThatCannotBeRemoved_doesNotStopTheRestore() throws Exception {
-    List<byte[]> stored = storedBefore(4);
-    Path stranger = Files.createDirectories(dir.resolve("sha256").resolve("not-an-entry"));
+    List<byte[]> stored = storedBefore(4, SMALL);
+    Path stranger = Files.createDirectories(dir.resolve("packs").resolve("not-a-pack"));
     Files.writeString(stranger.resolve("inside"), "x");
     // Listed first (the oldest): a restore that stopped there would find nothing.
     Files.setLastModifiedTime(stranger, FileTime.fromMillis(0));
+    long packBytes = 0;
+    for (Path p : packs()) {
+      packBytes += Files.isRegularFile(p) ? Files.size(p) : 0;
+    }
     HeldRestore restore = new HeldRestore();
     PageCache cache = reopen(1L << 30, restore);
     restore.release();
     assertEquals(4, cache.stats().diskEntries(), "every entry found");
-    assertEquals(4L * ENTRY, cache.stats().diskBytes());
+    assertEquals(packBytes, cache.stats().diskBytes());
     assertTrue(Files.exists(stranger.resolve("inside")), "and the stranger left as it was");
     assertArrayEquals(stored.get(0), cache.get(Digest.sha256(stored.get(0))).orElseThrow());
   }
 
   @Test
   void emptyingTheCache_waitsForTheRestore_andRemovesWhatItFound() throws Exception {
-    List<byte[]> stored = storedBefore(6);
+    List<byte[]> stored = storedBefore(6, SMALL);
     HeldRestore restore = new HeldRestore();
     PageCache cache = reopen(1L << 30, restore);
     byte[] fresh = new byte[ENTRY];
@@ -184,8 +206,7 @@ class DiskRestoreTest {
     for (byte[] b : stored) {
       assertFalse(cache.contains(Digest.sha256(b)));
     }
-    try (var left = Files.list(dir.resolve("sha256"))) {
-      assertEquals(0, left.count());
-    }
+    assertEquals(List.of(), packs());
+    assertEquals(0, cache.stats().diskBytes());
   }
 }

@@ -164,7 +164,7 @@ class PageCacheTest {
     PageCache.Emptied e = cache.empty();
 
     assertEquals(5, e.diskEntries(), "the queued writes were waited for, then removed");
-    assertEquals(150_000, e.diskBytes());
+    assertEquals(5 * (30_000 + PackFile.HEADER), e.diskBytes(), "their pack's bytes");
     assertEquals(0, cache.stats().diskEntries());
     assertEquals(0, cache.stats().diskBytes());
     for (byte[] b : stored) {
@@ -177,9 +177,8 @@ class PageCacheTest {
       assertEquals(1, loads.get(), "the next read goes to its producer");
     }
     cache.awaitWrites();
-    try (var files = java.nio.file.Files.list(dir.resolve("sha256"))) {
-      assertEquals(5, files.count(), "only the reloaded entries are on disk");
-    }
+    assertEquals(5, cache.stats().diskEntries(), "only the reloaded entries are on disk");
+    assertEquals(5 * (30_000 + PackFile.HEADER), cache.stats().diskBytes());
     inFlight.fill(v(later));
     assertArrayEquals(later, cache.get(Digest.sha256(later)).orElseThrow(), "the reservation still landed");
     cache.awaitWrites();
@@ -195,8 +194,30 @@ class PageCacheTest {
     assertEquals(0, cache.stats().diskEntries());
   }
 
+  /** The one pack file of a cache that wrote little. */
+  private Path onlyPack() throws IOException {
+    try (var packs = Files.list(dir.resolve("packs"))) {
+      List<Path> all = packs.toList();
+      assertEquals(1, all.size(), all.toString());
+      return all.get(0);
+    }
+  }
+
+  private static int indexOf(byte[] haystack, byte[] needle) {
+    outer:
+    for (int i = 0; i + needle.length <= haystack.length; i++) {
+      for (int j = 0; j < needle.length; j++) {
+        if (haystack[i + j] != needle[j]) {
+          continue outer;
+        }
+      }
+      return i;
+    }
+    throw new AssertionError("content not found in the pack");
+  }
+
   @Test
-  void get_corruptTruncatedOrEmptyFileOnDisk_isDiscardedNotServed() throws IOException {
+  void get_flippedOrZeroedContentOnDisk_isDiscardedNotServed_andAPackCutShortLosesOnlyItsTail() throws IOException {
     byte[] a = bytes(5000);
     byte[] b = bytes(5000);
     byte[] c = bytes(5000);
@@ -204,36 +225,54 @@ class PageCacheTest {
     cache.put(Digest.sha256(a), a);
     cache.put(Digest.sha256(b), b);
     cache.put(Digest.sha256(c), c);
-    Path fileA = dir.resolve("sha256").resolve(Digest.sha256(a).hex());
-    byte[] flipped = Files.readAllBytes(fileA);
-    flipped[100] ^= 1;
-    Files.write(fileA, flipped);
-    Path fileB = dir.resolve("sha256").resolve(Digest.sha256(b).hex());
-    Files.write(fileB, new byte[10]);
-    // What a power loss can leave of an entry renamed into place before its data reached the disk (no fsync).
-    Path fileC = dir.resolve("sha256").resolve(Digest.sha256(c).hex());
-    Files.write(fileC, new byte[0]);
+    cache.close();
+    opened.remove(cache);
+    Path pack = onlyPack();
+    byte[] raw = Files.readAllBytes(pack);
+    raw[indexOf(raw, a) + 100] ^= 1;
+    java.util.Arrays.fill(raw, indexOf(raw, b), indexOf(raw, b) + b.length, (byte) 0);
+    Files.write(pack, raw);
+    assertEquals(new PageCache.Checked(1, 2), PageCache.check(dir), "a check counts them, changing nothing");
+    assertArrayEquals(raw, Files.readAllBytes(pack));
 
     PageCache restarted = open();
+    restarted.awaitRestored();
+    assertEquals(3, restarted.stats().diskEntries(), "the pack's index names all three");
     assertEquals(Optional.empty(), restarted.get(Digest.sha256(a)));
     assertEquals(Optional.empty(), restarted.get(Digest.sha256(b)));
-    assertEquals(Optional.empty(), restarted.get(Digest.sha256(c)));
-    assertEquals(3, restarted.stats().corruptDiscarded());
-    assertTrue(Files.notExists(fileA) && Files.notExists(fileB), "corrupt entries are deleted");
+    assertArrayEquals(c, restarted.get(Digest.sha256(c)).orElseThrow(), "an intact entry beside them is served");
+    assertEquals(2, restarted.stats().corruptDiscarded());
+    assertEquals(1, restarted.stats().diskEntries(), "corrupt entries are forgotten");
     assertArrayEquals(a, restarted.getOrLoad(Digest.sha256(a), () -> v(a)), "and can be stored again");
+    restarted.close();
+    opened.remove(restarted);
+
+    // What a power loss can leave of a pack written but not yet on the disk: cut short, its index gone with its tail.
+    Files.write(pack, java.util.Arrays.copyOf(raw, indexOf(raw, c) + 1000));
+    PageCache cut = open();
+    cut.awaitRestored();
+    assertEquals(2, cut.stats().diskEntries(), "read record by record up to the one cut short");
+    assertEquals(Optional.empty(), cut.get(Digest.sha256(c)), "which is a miss, not an error");
+    assertEquals(Optional.empty(), cut.get(Digest.sha256(b)), "and still no corrupt byte is served");
+    assertArrayEquals(a, cut.get(Digest.sha256(a)).orElseThrow(), "while what the restart stored again is");
   }
 
   @Test
-  void open_leftoverTemporaryFilesAndStrangeNames_areCleanedUp() throws IOException {
+  void open_leftoverTemporaryFiles_strangersAndTheEarlierLayout_areCleanedUp() throws IOException {
     Files.createDirectories(dir.resolve("tmp"));
+    Files.createDirectories(dir.resolve("packs"));
     Files.createDirectories(dir.resolve("sha256"));
     Files.write(dir.resolve("tmp").resolve("half-written"), new byte[100]);
-    Files.write(dir.resolve("sha256").resolve("not-a-digest"), new byte[100]);
+    Files.write(dir.resolve("packs").resolve("not-a-pack"), new byte[100]);
+    byte[] old = bytes(100);
+    Files.write(dir.resolve("sha256").resolve(Digest.sha256(old).hex()), old);
     PageCache cache = open();
     cache.awaitRestored();
     assertEquals(0, Files.list(dir.resolve("tmp")).count());
-    assertEquals(0, Files.list(dir.resolve("sha256")).count());
+    assertEquals(0, Files.list(dir.resolve("packs")).count());
+    assertFalse(Files.exists(dir.resolve("sha256")), "a file per entry was the earlier layout: removed");
     assertEquals(0, cache.stats().diskEntries());
+    assertEquals(Optional.empty(), cache.get(Digest.sha256(old)), "its content is fetched again");
   }
 
   @Test
@@ -252,6 +291,59 @@ class PageCacheTest {
     assertTrue(cache.stats().evictions() >= 10, "evicted: " + cache.stats().evictions());
     assertEquals(Optional.empty(), cache.get(Digest.sha256(all.get(0))));
     assertTrue(cache.get(Digest.sha256(all.get(19))).isPresent());
+  }
+
+  @Test
+  void put_beyondTheDiskBudget_evictsWholePacks_leastRecentlyUsedFirst_andKeepsToTheBudget() throws IOException {
+    long budget = 2_000_000;
+    assertEquals(64 << 10, DiskTier.packBytes(budget), "the smallest pack: six entries each here");
+    PageCache cache = open(0, budget, Duration.ofSeconds(1));
+    byte[] keep = bytes(10_000);
+    cache.put(Digest.sha256(keep), keep);
+    List<byte[]> all = new ArrayList<>();
+    for (int i = 0; i < 400; i++) {
+      byte[] b = bytes(10_000);
+      all.add(b);
+      cache.put(Digest.sha256(b), b);
+      assertTrue(cache.stats().diskBytes() <= budget, "within budget: " + cache.stats().diskBytes());
+      if (i % 50 == 0) {
+        assertArrayEquals(keep, cache.get(Digest.sha256(keep)).orElseThrow(), "read now and then: its pack is kept");
+      }
+    }
+    long entries = cache.stats().diskEntries();
+    assertTrue(entries >= 150 && entries < 200, "most of the budget holds entries: " + entries);
+    assertEquals(401 - entries, cache.stats().evictions(), "every entry of an evicted pack counted");
+    assertEquals(Optional.empty(), cache.get(Digest.sha256(all.get(10))), "the least recent pack went");
+    // Eviction takes packs whole: an entry written beside one read since is kept with it.
+    assertArrayEquals(all.get(0), cache.get(Digest.sha256(all.get(0))).orElseThrow());
+    assertArrayEquals(all.get(399), cache.get(Digest.sha256(all.get(399))).orElseThrow());
+    try (var packs = Files.list(dir.resolve("packs"))) {
+      long onDisk = 0;
+      for (Path p : packs.toList()) {
+        onDisk += Files.size(p);
+      }
+      assertEquals(cache.stats().diskBytes(), onDisk, "the count is what the packs hold");
+    }
+  }
+
+  @Test
+  void aReadInterruptedOnOneThread_doesNotCloseThePackForTheOthers() throws Exception {
+    byte[] b = bytes(5000);
+    PageCache writer = open();
+    writer.put(Digest.sha256(b), b);
+    writer.close();
+    PageCache cache = open(0, 1L << 30, Duration.ofSeconds(1));
+    cache.awaitRestored();
+    Thread.currentThread().interrupt();
+    try {
+      // An interrupted thread's read closes the channel it reads (FileChannel's contract).
+      assertThrows(java.io.InterruptedIOException.class, () -> cache.get(Digest.sha256(b)));
+    } finally {
+      Thread.interrupted();
+    }
+    Future<Optional<byte[]>> other = Executors.newSingleThreadExecutor().submit(() -> cache.get(Digest.sha256(b)));
+    assertArrayEquals(b, other.get(10, TimeUnit.SECONDS).orElseThrow(), "another thread reads it again");
+    assertEquals(1, cache.stats().diskEntries());
   }
 
   private static void keep(PageCache cache, String name, byte[] content) throws IOException {
@@ -371,13 +463,13 @@ class PageCacheTest {
     PageCache cache = open();
     byte[] shared = bytes(80_000);
     AtomicInteger fetches = new AtomicInteger();
-    // Two layers, two images: the same chunk digest, so one fetch and one file.
+    // Two layers, two images: the same chunk digest, so one fetch and one record on disk.
     cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return v(shared.clone()); });
     cache.getOrLoad(Digest.sha256(shared), () -> { fetches.incrementAndGet(); return v(shared.clone()); });
     cache.awaitWrites();
     assertEquals(1, fetches.get());
     assertEquals(1, cache.stats().diskEntries());
-    assertEquals(shared.length, cache.stats().diskBytes());
+    assertEquals(PackFile.HEADER + shared.length, cache.stats().diskBytes());
   }
 
   @Test
@@ -556,7 +648,8 @@ class PageCacheTest {
         CacheWriterProcess.class.getName(), dir.toString(), "7").redirectErrorStream(true).start();
     try (BufferedReader out = new BufferedReader(new InputStreamReader(writer.getInputStream()))) {
       assertEquals("ready", out.readLine());
-      Await.until(Duration.ofSeconds(20), () -> countEntries() >= 40, () -> "40 entries written before the kill");
+      // Entries are 64-576 KiB: 40 of them written, at least, once this much is on disk.
+      Await.until(Duration.ofSeconds(20), () -> packBytes() >= 40L * 576 * 1024, () -> "40 entries before the kill");
       writer.destroyForcibly();
       assertTrue(writer.waitFor(10, TimeUnit.SECONDS));
       assertEquals(137, writer.exitValue(), "killed by SIGKILL");
@@ -566,15 +659,13 @@ class PageCacheTest {
     long entries = cache.stats().diskEntries();
     assertTrue(entries >= 40, "entries written before the kill: " + entries);
     assertEquals(0, Files.list(dir.resolve("tmp")).count(), "unfinished writes are removed");
+    // The writer's entries, in its order (the same seed): each is served exactly, or not at all.
     int served = 0;
-    try (var files = Files.list(dir.resolve("sha256"))) {
-      for (Path p : files.toList()) {
-        Digest d = new Digest("sha256", p.getFileName().toString());
-        Optional<byte[]> b = cache.get(d);
-        if (b.isPresent()) {
-          assertEquals(d, Digest.sha256(b.get()));
-          served++;
-        }
+    for (byte[] b : CacheWriterProcess.entries(7, (int) entries + 20)) {
+      Optional<byte[]> got = cache.get(Digest.sha256(b));
+      if (got.isPresent()) {
+        assertArrayEquals(b, got.get());
+        served++;
       }
     }
     assertEquals(entries - cache.stats().corruptDiscarded(), served);
@@ -583,13 +674,21 @@ class PageCacheTest {
     assertArrayEquals(fresh, open().get(Digest.sha256(fresh)).orElseThrow(), "the cache is usable after the crash");
   }
 
-  private long countEntries() throws IOException {
-    Path blobs = dir.resolve("sha256");
-    if (!Files.isDirectory(blobs)) {
+  private long packBytes() throws IOException {
+    Path packs = dir.resolve("packs");
+    if (!Files.isDirectory(packs)) {
       return 0;
     }
-    try (var s = Files.list(blobs)) {
-      return s.count();
+    long total = 0;
+    try (var s = Files.list(packs)) {
+      for (Path p : s.toList()) {
+        try {
+          total += Files.size(p);
+        } catch (java.nio.file.NoSuchFileException gone) {
+          // evicted
+        }
+      }
     }
+    return total;
   }
 }
