@@ -158,8 +158,11 @@ class RemoteSnapshotIT {
     Path root = Files.createTempDirectory("flatpull-cache-root");
     try {
       byte[] content = "cached content".getBytes(java.nio.charset.StandardCharsets.UTF_8);
-      Path blobs = Files.createDirectories(root.resolve("cache/sha256"));
-      Files.write(blobs.resolve(dev.flatpull.core.Digest.sha256(content).hex()), content);
+      try (dev.flatpull.pagecache.PageCache earlier = dev.flatpull.pagecache.PageCache.open(root.resolve("cache"),
+          dev.flatpull.config.CacheSettings.DEFAULTS)) {
+        earlier.put(dev.flatpull.core.Digest.sha256(content), content);
+      }
+      Path packs = root.resolve("cache/packs");
       Path config = root.resolve("flatpull.toml");
       Files.writeString(config, "root = \"" + root + "\"\n[snapshotter]\nfuse_manager_socket = \""
           + root.resolve("absent.sock") + "\"\n");
@@ -169,7 +172,7 @@ class RemoteSnapshotIT {
       assertEquals(0, r.exitCode(), r.stderr());
       assertTrue(r.out().startsWith("no FUSE manager running; emptied the page cache in "
           + root.resolve("cache") + ": 1 entries (0.0 MiB)"), r.out());
-      try (var files = Files.list(blobs)) {
+      try (var files = Files.list(packs)) {
         assertEquals(0, files.count());
       }
     } finally {
