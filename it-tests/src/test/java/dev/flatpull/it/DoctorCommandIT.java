@@ -42,6 +42,7 @@ class DoctorCommandIT {
     assertTrue(r.out().contains("FAIL  CRI has disable_snapshot_annotations = true"), r.out());
     assertTrue(r.out().contains("ok    /dev/fuse is usable"), r.out());
     assertTrue(r.out().contains("ok    overlayfs is available"), r.out());
+    assertTrue(r.out().contains("ok    libcrypto.so.3 is installed"), r.out());
   }
 
   @Test

@@ -42,7 +42,12 @@ final class DoctorCommand implements Callable<Integer> {
     check(Files.exists(fuse) && Files.isReadable(fuse) && Files.isWritable(fuse), "/dev/fuse is usable",
         "/dev/fuse is missing or not accessible (modprobe fuse; in a container, pass --device /dev/fuse)");
     check(onPath("fusermount"), "fusermount is installed", "fusermount is missing (Debian: apt-get install fuse3)");
-    check(libfuse2(), "libfuse.so.2 is installed", "libfuse.so.2 is missing (Debian: apt-get install libfuse2)");
+    check(library("libfuse.so.2"), "libfuse.so.2 is installed",
+        "libfuse.so.2 is missing (Debian: apt-get install libfuse2)");
+    // Not required: without it the FUSE manager verifies with the JDK's SHA-256, slow until the JIT's C2 compiled it.
+    out.println(library("libcrypto.so.3") ? "ok    libcrypto.so.3 is installed (SHA-256 at the CPU's speed)"
+        : "warn  libcrypto.so.3 is missing: a FUSE manager's first starts verify content more slowly "
+            + "(Debian: apt-get install libssl3)");
     check(readFirst(Path.of("/proc/filesystems"), "overlay").isPresent(), "overlayfs is available",
         "overlayfs is not in /proc/filesystems (modprobe overlay)");
     containerd(config.snapshotter().socket());
@@ -170,9 +175,9 @@ final class DoctorCommand implements Callable<Integer> {
     return false;
   }
 
-  private static boolean libfuse2() {
+  private static boolean library(String soname) {
     for (String dir : new String[] {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"}) {
-      if (Files.exists(Path.of(dir, "libfuse.so.2"))) {
+      if (Files.exists(Path.of(dir, soname))) {
         return true;
       }
     }
