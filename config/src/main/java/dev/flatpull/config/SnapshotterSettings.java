@@ -52,9 +52,15 @@ public record SnapshotterSettings(
    * and a ceiling of 60 % of the limit instead of a quarter held 50-60 % more for the same times (docs/benchmarks.md,
    * "Memory"): neither is the default. Nor Shenandoah's footprint heuristics, which held 44-57 % less and made starts
    * 0-14 % slower (docs/benchmarks.md, "Memory: Shenandoah's footprint heuristics").
+   *
+   * <p>C1 alone ({@code -XX:TieredStopAtLevel=1}): C2 spent 0.2-0.9 s of the manager's CPU inside each cold start
+   * recompiling what the start made hot, on the two cores the service starts on, and its one gain, the SHA-256
+   * intrinsic, libcrypto's SHA-256 gives from the first call (the manager installs it). Against C2, one run: lazy
+   * starts 0.82-0.94x, runtime-image starts 0.69-1.10x, a just-booted manager's 0.64-0.72x (docs/benchmarks.md, "The
+   * FUSE manager with C1 alone").
    */
   public static final List<String> FUSE_MANAGER_JAVA_OPTIONS =
-      List.of("-XX:+UseG1GC", "-Xmn384m");
+      List.of("-XX:+UseG1GC", "-Xmn384m", "-XX:TieredStopAtLevel=1");
 
   public static final SnapshotterSettings DEFAULTS = new SnapshotterSettings(
       Path.of("/run/flatpull/flatpull.sock"), Path.of("/run/flatpull/fuse-manager.sock"), Optional.empty(),

@@ -54,6 +54,7 @@ public final class MountBenchmark {
   private MountBenchmark() {}
 
   public static void main(String[] args) throws Exception {
+    System.out.println(ManagerHashing.install());
     Path work = Files.createTempDirectory("flatpull-mount-bench");
     try (RegistryServer registry = RegistryServer.start()) {
       TestImage image = TestImage.push(registry, "bench/mount", "plain");

@@ -30,6 +30,7 @@ public final class MountLatencyBenchmark {
   private MountLatencyBenchmark() {}
 
   public static void main(String[] args) throws Exception {
+    System.out.println(ManagerHashing.install());
     Processes.requireFuse();
     Path dir = Files.createTempDirectory("flatpull-mount-latency");
     try {

@@ -56,16 +56,7 @@ public final class RuntimeImageStreamBenchmark {
       }
     }
     long started = System.nanoTime();
-    // SHA-256 as the build's FUSE manager has it; by name: a baseline build (--baseline-root) may not have the class.
-    String sha = "the JDK's";
-    try {
-      if ((boolean) Class.forName("dev.flatpull.manager.LibcryptoSha256").getMethod("install").invoke(null)) {
-        sha = "libcrypto's";
-      }
-    } catch (ClassNotFoundException notInThisBuild) {
-      // the JDK's
-    }
-    System.out.println("SHA-256: " + sha + ", as in this build's FUSE manager");
+    System.out.println(ManagerHashing.install());
     Path dir = Files.createTempDirectory(Path.of("/var/tmp"), "flatpull-stream-bench-");
     try (RegistryServer registry = RegistryServer.start()) {
       int fileSize = 256 << 10;
