@@ -2,6 +2,7 @@ package dev.flatpull.manager;
 
 import dev.flatpull.fuse.CpuPriority;
 import dev.flatpull.fuse.Libc;
+import dev.flatpull.fuse.LibcryptoSha256;
 
 /**
  * The parts of a manager's start that cost the most and that nothing else waits on, begun on a thread of their own as

@@ -11,7 +11,7 @@ final class ManagerHashing {
   /** Installs it; returns which it is, for the benchmark's output. */
   static String install() {
     try {
-      if ((boolean) Class.forName("dev.flatpull.manager.LibcryptoSha256").getMethod("install").invoke(null)) {
+      if ((boolean) Class.forName("dev.flatpull.fuse.LibcryptoSha256").getMethod("install").invoke(null)) {
         return "SHA-256: libcrypto's, as in this build's FUSE manager";
       }
     } catch (ReflectiveOperationException notInThisBuild) {

@@ -1,4 +1,4 @@
-package dev.flatpull.manager;
+package dev.flatpull.fuse;
 
 import java.nio.ByteBuffer;
 import java.security.MessageDigest;

@@ -1,4 +1,4 @@
-package dev.flatpull.manager;
+package dev.flatpull.fuse;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
