@@ -90,7 +90,8 @@ public final class PageCache implements AutoCloseable {
 
   /**
    * Opens (creating if needed) the cache in {@code directory}, deleting an earlier process's unfinished writes. What
-   * it stored is served at once, and listed in the background (until then the disk's counts are short of it).
+   * it stored is found in the background, from its packs' indexes (a lookup waits for that; the disk's counts are short
+   * of it until it is done).
    */
   public static PageCache open(Path directory, CacheSettings settings) throws IOException {
     return open(directory, settings, java.util.concurrent.CompletableFuture.completedFuture(null));
