@@ -538,19 +538,16 @@ final class DiskTier implements NamedFiles {
     }
   }
 
-  /** What {@link #check} found: entries whose content matches its digest, and those that do not. */
-  record Checked(long entries, long corrupt) {}
-
   /**
    * Reads every entry of the packs in {@code dir} and checks it against its digest, changing nothing: for a cache a
    * running process owns (a test of what crashes leave). A pack deleted meanwhile is skipped.
    */
-  static Checked check(Path dir) throws IOException {
+  static PageCache.Checked check(Path dir) throws IOException {
     long entries = 0;
     long corrupt = 0;
     Path packDir = dir.resolve("packs");
     if (!Files.isDirectory(packDir)) {
-      return new Checked(0, 0);
+      return new PageCache.Checked(0, 0);
     }
     for (Found f : listOldestFirst(packDir)) {
       long id = PackFile.idOf(f.path().getFileName().toString());
@@ -574,7 +571,7 @@ final class DiskTier implements NamedFiles {
         pack.close();
       }
     }
-    return new Checked(entries, corrupt);
+    return new PageCache.Checked(entries, corrupt);
   }
 
   /** Content entries (named files not counted). */

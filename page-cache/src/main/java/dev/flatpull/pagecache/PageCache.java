@@ -401,7 +401,7 @@ public final class PageCache implements AutoCloseable {
     return new Emptied(removed[0], removed[1], inMemory);
   }
 
-  /** What {@link #check} found on disk. */
+  /** What {@link #check} found on disk: entries whose content matches their digest, and those that do not. */
   public record Checked(long entries, long corrupt) {}
 
   /**
@@ -410,8 +410,7 @@ public final class PageCache implements AutoCloseable {
    * entry; this counts it).
    */
   public static Checked check(Path directory) throws IOException {
-    DiskTier.Checked c = DiskTier.check(directory);
-    return new Checked(c.entries(), c.corrupt());
+    return DiskTier.check(directory);
   }
 
   /** Waits until the content an earlier process stored is known (found in the background after the open). */
