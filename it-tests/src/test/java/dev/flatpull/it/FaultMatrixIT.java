@@ -108,12 +108,18 @@ class FaultMatrixIT {
     return m;
   }
 
-  private static void assertSameAsTheImage(List<String> files, Processes.Result r, String what) throws Exception {
-    assertEquals(0, r.exitCode(), what + ": " + r.stderr() + "\n" + r.stdout());
-    assertTrue(r.stdout().trim().endsWith("{\"ok\": 42}"), what + ": " + r.stdout());
+  /**
+   * The container's own output comes first in a failure's message, flatpull's log last: a runner that cuts long
+   * messages short keeps what failed.
+   */
+  private static void assertSameAsTheImage(List<String> files, Processes.Result r, String what, String log)
+      throws Exception {
+    String failed = what + ": exit " + r.exitCode() + "\nstderr: " + r.stderr() + "\nstdout: " + r.stdout() + "\n" + log;
+    assertEquals(0, r.exitCode(), failed);
+    assertTrue(r.stdout().trim().endsWith("{\"ok\": 42}"), failed);
     Map<String, String> got = hashes(r.stdout());
     for (String f : files) {
-      assertEquals(sha256(rootfs.resolve(f.substring(1))), got.get(f), what + ": " + f);
+      assertEquals(sha256(rootfs.resolve(f.substring(1))), got.get(f), what + ": " + f + "\n" + log);
     }
   }
 
@@ -133,7 +139,7 @@ class FaultMatrixIT {
       List<String> files = sample.stream().distinct().toList();
       Processes.Result r = runHashing(files);
       proxy.setPlan(FaultProxy.Plan.NONE);
-      assertSameAsTheImage(files, r, "cold start " + i + " (" + proxy.describe() + ")\n" + flatpull.log());
+      assertSameAsTheImage(files, r, "cold start " + i + " (" + proxy.describe() + ")", flatpull.log());
     }
     System.out.printf("fault matrix: %d cold starts ready in %.0f s, every file read matched; %s%n", STARTS,
         (System.nanoTime() - started) / 1e9, proxy.describe());
@@ -210,7 +216,7 @@ class FaultMatrixIT {
     Processes.Result r = runHashing(files);
     double took = (System.nanoTime() - t0) / 1e9;
     up.join();
-    assertSameAsTheImage(files, r, "the start while the registry was away");
+    assertSameAsTheImage(files, r, "the start while the registry was away", flatpull.log());
     System.out.printf("registry away for 5 s: the cold start got ready after %.1f s%n", took);
     assertTrue(took >= 5, "ready before the registry was back: the start did not need it");
   }
@@ -243,7 +249,7 @@ class FaultMatrixIT {
       containerd.ctrOk("image", "rpull", "--plain-http", "--snapshotter", "flatpull", image);
       Processes.Result run = runHashing(files);
       proxy.setPlan(FaultProxy.Plan.NONE);
-      assertSameAsTheImage(files, run, "runtime-image start " + i + " (" + proxy.describe() + ")\n" + flatpull.log());
+      assertSameAsTheImage(files, run, "runtime-image start " + i + " (" + proxy.describe() + ")", flatpull.log());
     }
     double loaded = sample("flatpull_runtime_image_lookups_total{result=\"loaded\"}") - loadedBefore;
     System.out.printf("runtime image at 10%% faults: %d starts ready with the image's bytes, the runtime image loaded"
