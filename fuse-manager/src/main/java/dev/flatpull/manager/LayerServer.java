@@ -83,11 +83,15 @@ public final class LayerServer implements AutoCloseable {
       ExecutorService prefetch, ExecutorService landing, ExecutorService spares, ScheduledExecutorService timer) {
     /** Daemon threads named for what they do. */
     public static Threads create() {
+      // Each pool's threads set their CPU priority when they start (CpuPriority): what a read waits for ahead of the
+      // services (its requests, which decode what it needs as it arrives, and the runtime-image stream), the rest at
+      // the default, whoever made the thread.
       return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
           // Bounded by the reads that start requests (libfuse's threads); past the bound a read sends its own.
           new java.util.concurrent.ThreadPoolExecutor(0, 64, 30, java.util.concurrent.TimeUnit.SECONDS,
-              new java.util.concurrent.SynchronousQueue<>(), daemon("flatpull-transfer")),
-          Executors.newFixedThreadPool(4, daemon("flatpull-toc")), Executors.newCachedThreadPool(daemon("flatpull-runtime-image")),
+              new java.util.concurrent.SynchronousQueue<>(), dev.flatpull.fuse.CpuPriority.ahead("flatpull-transfer")),
+          Executors.newFixedThreadPool(4, daemon("flatpull-toc")),
+          Executors.newCachedThreadPool(dev.flatpull.fuse.CpuPriority.ahead("flatpull-runtime-image")),
           Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
           Executors.newSingleThreadExecutor(daemon("flatpull-landing")),
           // Nothing waits for the spares: they are built while reads are quiet, at a low CPU priority.
@@ -652,6 +656,6 @@ public final class LayerServer implements AutoCloseable {
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
-    return dev.flatpull.core.DaemonThreads.named(name);
+    return dev.flatpull.fuse.CpuPriority.named(name);
   }
 }

@@ -14,16 +14,27 @@ import java.util.stream.Stream;
  * a start shares"): in a cold start with a runtime image the FUSE manager's threads used 1.8-2.0 s of CPU in 1.4-1.6
  * s, a third of it the JIT's optimizing compiler (C2) recompiling what the start made hot, and a second start of a
  * service on the node still had 100-280 ms of it. At nice 19 such a thread runs whenever a core is idle, as before,
- * and yields one that a service wants. The FUSE requests, the runtime-image stream and the fetches a read waits for
- * keep the default priority.
+ * and yields one that a service wants.
  *
- * <p>A failure to lower (no permission, a libc without {@code gettid}) is logged once and otherwise ignored: the work
- * runs as before, at the default priority.
+ * <p>Work a starting service's reads wait for runs ahead of the services (nice {@value #AHEAD}): the FUSE workers,
+ * the fetches they start and the runtime-image stream. The service is blocked on that work while it runs, so letting
+ * the service's own threads preempt it only lengthens the service's wait; overlayfs does the same work in the reader's
+ * own context, where no second thread has to be scheduled at all. A thread made by another inherits its maker's
+ * priority (Linux), so the pools here set theirs when each thread starts, including the default ({@link #named}).
+ *
+ * <p>A failure to change a priority (no permission, a libc without {@code gettid}) is logged once and otherwise
+ * ignored: the work runs at the priority it inherited.
  */
 public final class CpuPriority {
   private static final Logger LOG = Logger.getLogger(CpuPriority.class.getName());
   /** The lowest priority a thread can have without a scheduling class of its own. */
   static final int LOWEST = 19;
+  /**
+   * What threads a read waits for run at: ahead of the services' default 0 (about three times the CPU share when both
+   * want a core), far from the real-time classes.
+   */
+  static final int AHEAD = -5;
+  static final int DEFAULT = 0;
   // The kernel's name of HotSpot's C2 compiler threads: "C2 CompilerThread0" cut at 15 characters.
   private static final String OPTIMIZING_COMPILER = "C2 CompilerThre";
   private static volatile boolean failureLogged;
@@ -32,9 +43,26 @@ public final class CpuPriority {
 
   /** A factory of daemon threads called {@code name} that run at the lowest priority. */
   public static ThreadFactory background(String name) {
+    return at(name, LOWEST);
+  }
+
+  /** A factory of daemon threads called {@code name} that run ahead of the services: work their reads wait for. */
+  public static ThreadFactory ahead(String name) {
+    return at(name, AHEAD);
+  }
+
+  /**
+   * A factory of daemon threads called {@code name} at the default priority, whichever thread makes them (a pool's
+   * threads are made by whoever submits when none is free: a FUSE worker, ahead, or a background thread).
+   */
+  public static ThreadFactory named(String name) {
+    return at(name, DEFAULT);
+  }
+
+  private static ThreadFactory at(String name, int nice) {
     return r -> {
       Thread t = new Thread(() -> {
-        lowerCallingThread();
+        setCallingThread(nice);
         r.run();
       }, name);
       t.setDaemon(true);
@@ -44,8 +72,12 @@ public final class CpuPriority {
 
   /** The calling thread at the lowest priority; whether it is. */
   public static boolean lowerCallingThread() {
+    return setCallingThread(LOWEST);
+  }
+
+  private static boolean setCallingThread(int nice) {
     try {
-      return lower(Libc.Holder.LIBC.gettid(), Thread.currentThread().getName());
+      return set(Libc.Holder.LIBC.gettid(), nice, Thread.currentThread().getName());
     } catch (LinkageError | RuntimeException e) {
       logFailure("binding libc's gettid and setpriority failed: " + e);
       return false;
@@ -64,7 +96,7 @@ public final class CpuPriority {
       for (Path task : tasks.toList()) {
         try {
           if (Files.readString(task.resolve("comm")).strip().equals(OPTIMIZING_COMPILER)
-              && lower(Integer.parseInt(task.getFileName().toString()), OPTIMIZING_COMPILER)) {
+              && set(Integer.parseInt(task.getFileName().toString()), LOWEST, OPTIMIZING_COMPILER)) {
             lowered++;
           }
         } catch (NoSuchFileException ended) {
@@ -77,18 +109,18 @@ public final class CpuPriority {
     return lowered;
   }
 
-  private static boolean lower(int tid, String what) {
-    if (Libc.Holder.LIBC.setpriority(Libc.PRIO_PROCESS, tid, LOWEST) == 0) {
+  private static boolean set(int tid, int nice, String what) {
+    if (Libc.Holder.LIBC.setpriority(Libc.PRIO_PROCESS, tid, nice) == 0) {
       return true;
     }
-    logFailure("setpriority(" + what + ", " + LOWEST + ") failed: errno " + Libc.Holder.errno());
+    logFailure("setpriority(" + what + ", " + nice + ") failed: errno " + Libc.Holder.errno());
     return false;
   }
 
   private static void logFailure(String message) {
     if (!failureLogged) {
       failureLogged = true;
-      LOG.warning(message + "; background work runs at the default CPU priority");
+      LOG.warning(message + "; threads run at the CPU priority they inherited");
     }
   }
 }

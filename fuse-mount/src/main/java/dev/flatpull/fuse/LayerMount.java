@@ -236,9 +236,11 @@ public final class LayerMount implements AutoCloseable {
     return mount(fs, mountPoint, singleThreaded, LOOP_THREADS);
   }
 
-  /** A thread of its own for each of a mount's FUSE workers (see {@link FuseSession}), each as long as it serves. */
-  public static final Executor LOOP_THREADS =
-      worker -> dev.flatpull.core.DaemonThreads.named("flatpull-fuse").newThread(worker).start();
+  /**
+   * A thread of its own for each of a mount's FUSE workers (see {@link FuseSession}), each as long as it serves, ahead
+   * of the services whose reads it answers ({@link CpuPriority}).
+   */
+  public static final Executor LOOP_THREADS = worker -> CpuPriority.ahead("flatpull-fuse").newThread(worker).start();
 
   /**
    * Mounts with the FUSE workers on {@code loopThreads} (each task occupies its thread until the worker ends) and

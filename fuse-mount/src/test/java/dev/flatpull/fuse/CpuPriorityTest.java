@@ -36,6 +36,35 @@ class CpuPriorityTest {
     assertEquals(mine, nice(Path.of("/proc/thread-self")));
   }
 
+  /** The nice value a thread made by {@code factory} has once running. */
+  private static int niceOf(java.util.concurrent.ThreadFactory factory) throws Exception {
+    CompletableFuture<Integer> seen = new CompletableFuture<>();
+    factory.newThread(() -> {
+      try {
+        seen.complete(nice(Path.of("/proc/thread-self")));
+      } catch (IOException e) {
+        seen.completeExceptionally(e);
+      }
+    }).start();
+    return seen.get(10, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void aThreadAReadWaitsFor_runsAheadOfTheServices_andWhatItMakesByNameRunsAtTheDefault() throws Exception {
+    assertEquals(CpuPriority.AHEAD, niceOf(CpuPriority.ahead("flatpull-test-ahead")));
+    // A pool's thread made from a thread ahead (a FUSE worker submitting) would inherit -5: its factory sets its own.
+    CompletableFuture<Integer> made = new CompletableFuture<>();
+    CpuPriority.ahead("flatpull-test-maker").newThread(() -> {
+      try {
+        made.complete(niceOf(CpuPriority.named("flatpull-test-named")));
+      } catch (Exception e) {
+        made.completeExceptionally(e);
+      }
+    }).start();
+    assertEquals(CpuPriority.DEFAULT, made.get(10, TimeUnit.SECONDS));
+    assertEquals(CpuPriority.LOWEST, niceOf(CpuPriority.background("flatpull-test-low")));
+  }
+
   @Test
   void theOptimizingCompilerIsLowered_andNoOtherThread() throws Exception {
     int lowered = CpuPriority.lowerOptimizingCompiler();
