@@ -243,6 +243,10 @@ final class RuntimeImageLoading {
       }
       return false;
     }
+    // Another version has a runtime image: from here reads wait for what it will bring (one stall at most, as for the
+    // image's own), so that they do not fetch lazily what the stream is about to deliver and share the link with it.
+    // Should none be borrowed, the lookup's end releases them.
+    s.found.complete(true);
     long[] firstLast = {0, 0};
     RuntimeImageStream stream = stream(s, client, false, firstLast);
     List<java.util.concurrent.CompletableFuture<Optional<RuntimeImageStream.Borrowable>>> reads = new ArrayList<>();
@@ -279,18 +283,18 @@ final class RuntimeImageLoading {
       return false;
     }
     RuntimeImageStream.Borrowable b = best.get();
-    s.found.complete(true);
+    long chosen = (nanoTime.getAsLong() - s.startedNanos) / 1_000_000;
     RuntimeImageStream.Outcome o = stream.borrow(b, s.manifest, s);
     Duration took = Duration.ofNanos(nanoTime.getAsLong() - started);
     metrics.runtimeImageLookup(o.delivered() + o.reused() > 0 ? "borrowed" : "stream_failed");
     metrics.runtimeImageStreamed(o, took, b.artifact().traceRecorded().map(t -> Duration.between(t, clock.instant())));
     metrics.runtimeImageBorrowed(o.deliveredBytes() + o.reusedBytes(), b.rebound().overlap());
     String line = String.format(java.util.Locale.ROOT, "runtime image %s of %s borrowed for %s (overlap %.3f: %d of"
-            + " %d bytes matched, %d kept in %d of %d frames; considered %s): %d contents (%d bytes) streamed in %d ms"
-            + " in %d request(s), %d already on the node%s%s",
+            + " %d bytes matched, %d kept in %d of %d frames; considered %s; chosen %d ms after the image's first"
+            + " Prepare): %d contents (%d bytes) streamed in %d ms in %d request(s), %d already on the node%s%s",
         b.artifact().digest().shortHex(), b.subject().shortHex(), s.reference, b.rebound().overlap(),
         b.rebound().matchedBytes(), b.rebound().extentBytes(), b.rebound().keptBytes(), b.rebound().keptFrames(),
-        b.layout().index().frames().size(), considered, o.delivered(), o.deliveredBytes(), took.toMillis(),
+        b.layout().index().frames().size(), considered, chosen, o.delivered(), o.deliveredBytes(), took.toMillis(),
         o.requests(), o.reused(), rate(o.deliveredBytes(), firstLast[1] - firstLast[0]),
         firstLast[1] > 0 ? ", done " + (firstLast[1] - s.startedNanos) / 1_000_000
             + " ms after the image's first Prepare" : "");

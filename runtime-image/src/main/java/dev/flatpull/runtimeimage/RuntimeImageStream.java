@@ -212,9 +212,17 @@ public final class RuntimeImageStream {
   public Borrowable readForBorrowing(RuntimeImageArtifact artifact, Digest subject, ImageManifest manifest,
       LayerIndexes tocs) throws IOException {
     Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, subject);
+    // The index is read while this image's TOCs are still on their way, where its artifact says it ends within the
+    // early bound (as a load's is), instead of a round trip after them; the TOCs' bounds hold it once they are in.
+    Optional<Head> early = Optional.empty();
+    long earlyEnd = indexEnd(blob, RuntimeImageFormat.HEADER_SIZE + Zstd.compressBound(EARLY_INDEX_BYTES));
+    if (!Early.ready(manifest, tocs) && earlyEnd > RuntimeImageFormat.HEADER_SIZE) {
+      early = Optional.of(new Head(client.readRange(blob.digest(), new ByteRange(0, earlyEnd)), 1));
+    }
     Map<Digest, LayerIndex> layers = layersOf(manifest, tocs);
     RuntimeImageBounds bounds = RuntimeImageBounds.of(limits, trusted, layers.values());
-    Head head = readHead(blob, bounds);
+    Head head = early.isPresent() && early.get().bytes().length <= bounds.indexEnd() ? early.get()
+        : readHead(blob, bounds);
     bounds.checkIndexLength(RuntimeImageFormat.indexLength(head.bytes()));
     Layout old = RuntimeImageFormat.readIndex(head.bytes(), bounds.indexBytes());
     BorrowedIndex.Rebound rebound = BorrowedIndex.rebind(old.index(), manifest, layers);

@@ -102,6 +102,53 @@ class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
     assertCacheHoldsTheImagesBytes(cache, true);
   }
 
+  /**
+   * Borrowing another version's runtime image: its index is asked for while this version's TOCs are still on their
+   * way, in one request, and not again once they are in; what is then streamed is this version's bytes.
+   */
+  @Test
+  void borrowing_readsTheOtherVersionsIndexBeforeTheTocsAreIn_once() throws Exception {
+    TestImage next = nextVersion();
+    java.util.Map<Digest, LayerIndex> nextTocs = next.indexes();
+    AtomicBoolean headAskedBeforeTocs = new AtomicBoolean();
+    RuntimeImageStream.LayerIndexes late = new RuntimeImageStream.LayerIndexes() {
+      volatile boolean in;
+
+      @Override
+      public LayerIndex await(Digest layer) {
+        if (!in) {
+          headAskedBeforeTocs.set(blobRequests().size() == 1);
+          in = true;
+        }
+        return nextTocs.get(layer);
+      }
+
+      @Override
+      public boolean ready(Digest layer) {
+        return in;
+      }
+    };
+    PageCache cache = cache("borrowed-early");
+    RuntimeImageStream stream = streamInto(cache, new ArrayList<>());
+
+    RuntimeImageStream.Borrowable b = stream.readForBorrowing(artifact, image.manifest.digest(), next.manifest, late);
+
+    assertTrue(headAskedBeforeTocs.get(), "the index was asked for before the TOCs were in: " + registry.log);
+    assertEquals(1, b.head().requests(), registry.log.toString());
+    RuntimeImageStream.Outcome o = stream.borrow(b, next.manifest, late);
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    assertEquals(1, blobRequests().stream().filter(r -> r.endsWith("bytes=0-" + (layout.dataStart() - 1))).count(),
+        "the index once: " + blobRequests());
+    for (LayerExtents l : b.layout().index().layers()) {
+      for (Extent e : l.extents()) {
+        byte[] truth = next.content(l.digest(), l.files().get(e.file()));
+        org.junit.jupiter.api.Assertions.assertArrayEquals(java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(),
+            (int) e.fileEnd()), cache.get(e.digest()).orElseThrow(), l.files().get(e.file()));
+      }
+    }
+  }
+
   /** A blob longer than its index describes is refused once the TOCs are in; its frames are never asked for. */
   @Override
   @Test
