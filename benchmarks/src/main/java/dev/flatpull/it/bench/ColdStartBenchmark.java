@@ -65,7 +65,7 @@ import java.util.Optional;
  * --dest-compress-format zstd:chunked} (containers/storage's compressor, as podman and buildah push it). {@code --baseline-root} adds {@code lazy-baseline}: flatpull's
  * default configuration (no runtime image looked for) run from the jar of another built source tree, so that a change is
  * measured before and after in one run; mode {@code runtime-image-baseline} is the same tree with the service's
- * runtime image.
+ * runtime image, and {@code runtime-image-borrowed-baseline} that tree borrowing as {@code runtime-image-borrowed} does.
  *
  * <p>Writes {@code results.jsonl} (one line per start, as it is measured), {@code images.json}, {@code results.md},
  * {@code results.svg} and the registry's request log under {@code --out}. {@code --check} exits 1 when a start did not
@@ -89,18 +89,19 @@ public final class ColdStartBenchmark {
       "lazy-passthrough", "runtime-image-passthrough", "lazy-booted", "runtime-image-booted");
   /** Modes on the service's next version, which only flatpull's own format has. */
   private static final List<String> NEXT_VERSION = List.of("runtime-image-derived", "runtime-image-next",
-      "runtime-image-borrowed", "lazy-next");
+      "runtime-image-borrowed", "runtime-image-borrowed-baseline", "lazy-next");
   /**
    * The next version's tags: the one that gets a derived runtime image and a copy that gets a recorded one, in the
    * image's repository; and a copy that gets none, in a repository of its own ({@link #nextRepository}) where the
    * only runtime image is the previous version's, which a node borrows.
    */
   private static final Map<String, String> NEXT_TAGS = Map.of("runtime-image-derived", "esgz-next",
-      "runtime-image-next", "esgz-next-rec", "runtime-image-borrowed", "esgz-next", "lazy-next", "esgz-next");
+      "runtime-image-next", "esgz-next-rec", "runtime-image-borrowed", "esgz-next", "runtime-image-borrowed-baseline",
+      "esgz-next", "lazy-next", "esgz-next");
 
   /** The repository of the next version a mode starts. */
   private static String nextRepository(String image, String mode) {
-    return mode.equals("runtime-image-borrowed") || mode.equals("lazy-next") ? "bench/" + image + "-pair"
+    return mode.startsWith("runtime-image-borrowed") || mode.equals("lazy-next") ? "bench/" + image + "-pair"
         : "bench/" + image;
   }
   private static final Map<String, String> TAGS = Map.of("gzip", "plain", "flatpull", "esgz", "ctr-remote",
@@ -571,7 +572,7 @@ public final class ColdStartBenchmark {
       // still warming up (measure() pulls a second after the daemon answered).
       case "runtime-image-booted" -> d = FlatpullDaemon.startIn(group, metrics, true, "");
       case "lazy-booted" -> d = FlatpullDaemon.startIn(group, metrics, true, "[runtime_image]\nload = false\n");
-      case "lazy-baseline", "runtime-image-baseline" -> {
+      case "lazy-baseline", "runtime-image-baseline", "runtime-image-borrowed-baseline" -> {
         // The daemon and its FUSE manager run from that tree's jar, with its defaults; lazy-baseline without runtime
         // images, which the registry holds for these images: the tree must know [runtime_image] load (any build
         // since runtime images are loaded). No metrics from it: it may not know this build's other settings.
