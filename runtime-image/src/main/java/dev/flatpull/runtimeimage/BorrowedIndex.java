@@ -73,9 +73,6 @@ public final class BorrowedIndex {
       }
     });
     ChunkPlaces places = new ChunkPlaces(indexes);
-    Set<Digest> digests = new HashSet<>();
-    old.layers().forEach(l -> l.extents().forEach(e -> digests.add(e.digest())));
-    places.seek(digests);
     record Kept(int layer, String path, Extent at) {}
     List<Kept> matched = new ArrayList<>();
     long extentBytes = 0;

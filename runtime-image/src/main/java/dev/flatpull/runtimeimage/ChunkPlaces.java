@@ -42,9 +42,6 @@ final class ChunkPlaces {
   private final List<LazyLayer> views = new ArrayList<>();
   private final MergedLayers merged;
   private Map<Digest, Place> byDigest;
-  // The digests a caller will look for elsewhere than at their path, if it said (seek): only files holding one are
-  // looked at when the places by digest are built.
-  private java.util.Set<Digest> sought;
 
   /** @param layers the image's lazily readable layers, bottom first */
   ChunkPlaces(List<LayerIndex> layers) {
@@ -57,17 +54,6 @@ final class ChunkPlaces {
 
   List<LayerIndex> layers() {
     return layers;
-  }
-
-  /**
-   * Says which digests {@link #find} will be asked for, before the first call: where one is not at its path, the
-   * places by digest are built from the files that hold one of these, not from every chunk the image shows (an image
-   * of tens of thousands of files took the FUSE manager 0.1-0.6 s to map whole, inside a start that borrows). A digest
-   * not named here is then found at its own path only.
-   */
-  void seek(java.util.Set<Digest> digests) {
-    sought = java.util.Set.copyOf(digests);
-    byDigest = null;
   }
 
   /**
@@ -113,26 +99,23 @@ final class ChunkPlaces {
   }
 
   /**
-   * Every chunk of a regular file the image shows (of those {@link #seek} names, if it was called), by digest; the
-   * topmost place of a digest wins. Built only when a chunk is not at the place asked for.
+   * Every chunk of a regular file the image shows, by digest; the topmost place of a digest wins. Built only when a
+   * chunk is not at the place asked for.
    */
   private Map<Digest, Place> visibleChunks() throws IOException {
     Map<Digest, Place> out = new HashMap<>();
     for (int i = views.size() - 1; i >= 0; i--) {
       LazyLayer layer = views.get(i);
-      LayerIndex index = layer.index();
-      for (int n = 0; n < index.entryCount(); n++) {
-        if (index.typeAt(n) != EntryType.REG || index.chunkCountAt(n) == 0
-            || (sought != null && !index.anyChunkAt(n, sought::contains))) {
+      for (LayerEntry e : layer.index().entries()) {
+        if (e.type() != EntryType.REG || e.chunks().isEmpty()) {
           continue;
         }
-        LayerEntry e = index.entryAt(n);
         Optional<MergedLayers.Found> shown = merged.lookup(e.name());
         if (shown.isEmpty() || shown.get().layer() != layer) {
           continue;
         }
         for (LayerChunk c : e.chunks()) {
-          if (c.digest() != null && (sought == null || sought.contains(c.digest()))) {
+          if (c.digest() != null) {
             out.putIfAbsent(c.digest(), new Place(i, e, c, false));
           }
         }

@@ -56,28 +56,6 @@ class BorrowedIndexTest {
         * built.index().frames().get(f).size(), "frame " + f + ": " + used + " of " + built.index().frames().get(f)));
   }
 
-  /** Found elsewhere by digest: among every chunk the image shows, or among the files holding a digest sought. */
-  @Test
-  void chunkPlaces_findsByDigestAmongWhatWasSought_only() throws Exception {
-    TestImage img = TraceRebaseTest.newImage(dir);
-    Map<dev.flatpull.core.Digest, dev.flatpull.fetcher.layer.LayerIndex> indexes = img.indexes();
-    List<dev.flatpull.fetcher.layer.LayerIndex> layers = img.manifest.layers().stream()
-        .map(d -> indexes.get(d.digest())).filter(java.util.Objects::nonNull).toList();
-    dev.flatpull.fetcher.layer.LayerChunk app = layers.stream().flatMap(l -> l.entry("/usr/bin/app").stream())
-        .findFirst().orElseThrow().chunks().get(0);
-    dev.flatpull.fetcher.layer.LayerChunk lib = layers.stream().flatMap(l -> l.entry("/srv/new-name.so").stream())
-        .findFirst().orElseThrow().chunks().get(0);
-
-    ChunkPlaces all = new ChunkPlaces(layers);
-    assertEquals("usr/bin/app", all.find("/elsewhere", 0, app.size(), app.digest()).orElseThrow().file().name());
-    ChunkPlaces sought = new ChunkPlaces(layers);
-    sought.seek(Set.of(lib.digest()));
-    assertEquals("srv/new-name.so", sought.find("/elsewhere", 0, lib.size(), lib.digest()).orElseThrow().file().name());
-    assertTrue(sought.find("/elsewhere", 0, app.size(), app.digest()).isEmpty(), "found what was not sought");
-    // At its own path it is found whatever was sought.
-    assertTrue(sought.find("/usr/bin/app", 0, app.size(), app.digest()).orElseThrow().samePath());
-  }
-
   @Test
   void rebind_withFramesOfOneChunk_keepsEveryMatchedChunk() throws Exception {
     TestImage old = TraceRebaseTest.oldImage(dir);

@@ -693,19 +693,6 @@ final class EntryTable {
     return order;
   }
 
-  /** Whether {@code test} holds for the digest of any chunk of entry {@code i}; no entry or chunk is made. */
-  boolean anyChunkOf(int i, java.util.function.Predicate<Digest> test) {
-    int first = records.getInt(i * REC + R_FIRST_CHUNK);
-    int n = records.getInt(i * REC + R_CHUNK_COUNT);
-    for (int c = first; c < first + n; c++) {
-      int ref = chunks.getInt(c * CH + C_DIGEST);
-      if (ref >= 0 && test.test(digest(ref))) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   /** Whether {@code test} holds for the digest of any chunk with stored bytes; no entry or chunk is made. */
   boolean anyStoredChunk(java.util.function.Predicate<Digest> test) {
     for (int c = 0; c < chunkCount; c++) {

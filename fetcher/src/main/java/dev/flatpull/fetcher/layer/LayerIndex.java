@@ -236,11 +236,6 @@ public final class LayerIndex {
     return table.nameLength(java.util.Objects.checkIndex(i, table.size()));
   }
 
-  /** Whether {@code test} holds for the digest of any chunk of entry {@code i}, without making the entry. */
-  public boolean anyChunkAt(int i, java.util.function.Predicate<Digest> test) {
-    return table.anyChunkOf(java.util.Objects.checkIndex(i, table.size()), test);
-  }
-
   /** Whether {@code test} holds for the digest of any chunk with stored bytes (in no particular order). */
   public boolean anyStoredChunk(java.util.function.Predicate<Digest> test) {
     return table.anyStoredChunk(test);
