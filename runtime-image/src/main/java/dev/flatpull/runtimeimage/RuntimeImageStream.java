@@ -145,7 +145,7 @@ public final class RuntimeImageStream {
    */
   public Outcome load(RuntimeImageArtifact artifact, ImageManifest manifest, LayerIndexes tocs) throws IOException {
     Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, manifest.digest());
-    long earlyIndexEnd = indexEnd(blob, RuntimeImageFormat.HEADER_SIZE + Zstd.compressBound(EARLY_INDEX_BYTES));
+    long earlyIndexEnd = earlyIndexEnd(blob);
     if (!Early.ready(manifest, tocs) && earlyIndexEnd > RuntimeImageFormat.HEADER_SIZE) {
       return loadEarly(blob, manifest, tocs, earlyIndexEnd);
     }
@@ -215,7 +215,7 @@ public final class RuntimeImageStream {
     // The index is read while this image's TOCs are still on their way, where its artifact says it ends within the
     // early bound (as a load's is), instead of a round trip after them; the TOCs' bounds hold it once they are in.
     Optional<Head> early = Optional.empty();
-    long earlyEnd = indexEnd(blob, RuntimeImageFormat.HEADER_SIZE + Zstd.compressBound(EARLY_INDEX_BYTES));
+    long earlyEnd = earlyIndexEnd(blob);
     if (!Early.ready(manifest, tocs) && earlyEnd > RuntimeImageFormat.HEADER_SIZE) {
       early = Optional.of(new Head(client.readRange(blob.digest(), new ByteRange(0, earlyEnd)), 1));
     }
@@ -412,6 +412,11 @@ public final class RuntimeImageStream {
     return new Outcome(Optional.ofNullable(failure), detail, load.contents, load.delivered, load.deliveredBytes, load.reused,
         load.reusedBytes, byKind, incremental, load.requests, load.ignoredFrames,
         load.headroom);
+  }
+
+  /** Where the annotation says the index ends, if within the bound of an index read before the TOCs are in. */
+  private static long earlyIndexEnd(Descriptor blob) {
+    return indexEnd(blob, RuntimeImageFormat.HEADER_SIZE + Zstd.compressBound(EARLY_INDEX_BYTES));
   }
 
   /** Where the annotation says the index ends, if that lies within the blob and {@code bound}. */

@@ -140,13 +140,7 @@ class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
     Layout layout = RuntimeImageFormat.read(built.blob());
     assertEquals(1, blobRequests().stream().filter(r -> r.endsWith("bytes=0-" + (layout.dataStart() - 1))).count(),
         "the index once: " + blobRequests());
-    for (LayerExtents l : b.layout().index().layers()) {
-      for (Extent e : l.extents()) {
-        byte[] truth = next.content(l.digest(), l.files().get(e.file()));
-        org.junit.jupiter.api.Assertions.assertArrayEquals(java.util.Arrays.copyOfRange(truth, (int) e.fileOffset(),
-            (int) e.fileEnd()), cache.get(e.digest()).orElseThrow(), l.files().get(e.file()));
-      }
-    }
+    assertCacheHoldsTheNextVersionsBytes(cache, b, next);
   }
 
   /** A blob longer than its index describes is refused once the TOCs are in; its frames are never asked for. */

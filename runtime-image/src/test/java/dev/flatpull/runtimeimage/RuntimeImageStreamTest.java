@@ -253,6 +253,12 @@ class RuntimeImageStreamTest {
     assertTrue(framesKept < built.index().frames().size(), b.rebound().toString());
     long fetched = registry.blobBytesSent.get();
     assertTrue(fetched < built.blob().length, fetched + " of " + built.blob().length + " bytes fetched");
+    assertCacheHoldsTheNextVersionsBytes(cache, b, next);
+  }
+
+  /** Every extent {@code b} kept is in {@code cache} as {@code next}'s bytes; nothing of the changed data is kept. */
+  static void assertCacheHoldsTheNextVersionsBytes(PageCache cache, RuntimeImageStream.Borrowable b, TestImage next)
+      throws Exception {
     for (LayerExtents l : b.layout().index().layers()) {
       for (Extent e : l.extents()) {
         byte[] truth = next.content(l.digest(), l.files().get(e.file()));
