@@ -72,7 +72,9 @@ public final class BorrowedIndex {
         indexes.add(layers.get(d.digest()));
       }
     });
-    ChunkPlaces places = new ChunkPlaces(indexes);
+    Set<Digest> sought = new HashSet<>();
+    old.layers().forEach(l -> l.extents().forEach(e -> sought.add(e.digest())));
+    ChunkPlaces places = new ChunkPlaces(indexes, sought);
     record Kept(int layer, String path, Extent at) {}
     List<Kept> matched = new ArrayList<>();
     long extentBytes = 0;

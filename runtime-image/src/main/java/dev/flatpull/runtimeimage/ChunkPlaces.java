@@ -15,6 +15,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * Where an image shows a chunk of content, found by its digest: what carries content of one version of an image over
@@ -41,11 +42,19 @@ final class ChunkPlaces {
   private final List<LayerIndex> layers;
   private final List<LazyLayer> views = new ArrayList<>();
   private final MergedLayers merged;
+  private final Set<Digest> sought;
   private Map<Digest, Place> byDigest;
+  private final Map<String, Optional<Shown>> shown = new HashMap<>();
 
-  /** @param layers the image's lazily readable layers, bottom first */
-  ChunkPlaces(List<LayerIndex> layers) {
+  /**
+   * @param layers the image's lazily readable layers, bottom first
+   * @param sought the digests {@link #find} will be asked for: only the files holding one are looked at where a chunk
+   *     is not at the place asked for (the JDK's layer, tens of thousands of chunks, took a cold start's borrowing 0.6 s
+   *     to map whole, in code not yet compiled)
+   */
+  ChunkPlaces(List<LayerIndex> layers, Set<Digest> sought) {
     this.layers = List.copyOf(layers);
+    this.sought = Set.copyOf(sought);
     for (LayerIndex l : this.layers) {
       views.add(new LazyLayer(l, NO_READS, 0));
     }
@@ -58,7 +67,8 @@ final class ChunkPlaces {
 
   /**
    * The chunk of {@code size} bytes with {@code digest}: at {@code offset} of the file the image shows at
-   * {@code path} if it has it there, else wherever the image shows a chunk with that digest and size.
+   * {@code path} if it has it there, else, for a digest sought, wherever the image shows a chunk with that digest and
+   * size.
    */
   Optional<Place> find(String path, long offset, long size, Digest digest) throws IOException {
     Optional<Place> same = atSamePath(path, offset, size, digest);
@@ -72,8 +82,21 @@ final class ChunkPlaces {
     return p == null || p.chunk().size() != size ? Optional.empty() : Optional.of(p);
   }
 
-  /** The regular file the image shows at {@code path} (symbolic links followed), if it shows one. */
+  /**
+   * The regular file the image shows at {@code path} (symbolic links followed), if it shows one. Kept per path: a
+   * runtime image names one file for many extents, and each entry made holds every chunk of its file (the JDK's
+   * modules file, 8,000 of them, for each of its extents).
+   */
   Optional<Shown> shownAt(String path) throws IOException {
+    Optional<Shown> known = shown.get(path);
+    if (known == null) {
+      known = resolve(path);
+      shown.put(path, known);
+    }
+    return known;
+  }
+
+  private Optional<Shown> resolve(String path) throws IOException {
     MergedLayers.Found found;
     try {
       found = merged.resolve(path);
@@ -99,23 +122,25 @@ final class ChunkPlaces {
   }
 
   /**
-   * Every chunk of a regular file the image shows, by digest; the topmost place of a digest wins. Built only when a
-   * chunk is not at the place asked for.
+   * The chunks with a digest sought, of the regular files the image shows, by digest; the topmost place of a digest
+   * wins. Built only when a chunk is not at the place asked for; entries are made only for the files holding one.
    */
   private Map<Digest, Place> visibleChunks() throws IOException {
     Map<Digest, Place> out = new HashMap<>();
     for (int i = views.size() - 1; i >= 0; i--) {
       LazyLayer layer = views.get(i);
-      for (LayerEntry e : layer.index().entries()) {
-        if (e.type() != EntryType.REG || e.chunks().isEmpty()) {
+      LayerIndex index = layer.index();
+      for (int n : index.entriesHoldingAny(sought)) {
+        if (index.typeAt(n) != EntryType.REG) {
           continue;
         }
-        Optional<MergedLayers.Found> shown = merged.lookup(e.name());
+        Optional<MergedLayers.Found> shown = merged.lookup(index.nameAt(n));
         if (shown.isEmpty() || shown.get().layer() != layer) {
           continue;
         }
+        LayerEntry e = index.entryAt(n);
         for (LayerChunk c : e.chunks()) {
-          if (c.digest() != null) {
+          if (c.digest() != null && sought.contains(c.digest())) {
             out.putIfAbsent(c.digest(), new Place(i, e, c, false));
           }
         }

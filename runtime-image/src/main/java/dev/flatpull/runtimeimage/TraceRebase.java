@@ -15,10 +15,12 @@ import dev.flatpull.trace.Trace;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 
 /**
  * Carries a trace recorded on one version of an image over to another version, by content: a traced range of an old
@@ -100,7 +102,16 @@ public final class TraceRebase {
    */
   public static Rebased rebase(Trace old, Map<Digest, LayerIndex> oldLayers, ServiceVersion service,
       List<LayerIndex> newLayers) throws IOException {
-    ChunkPlaces places = new ChunkPlaces(newLayers);
+    // What the new image is searched for: every chunk of every traced file (a superset of the traced chunks).
+    Set<Digest> sought = new HashSet<>();
+    for (LayerTrace lt : old.layers()) {
+      LayerIndex index = oldLayers.get(Digest.parse(lt.layerDigest()));
+      for (String path : index == null ? List.<String>of() : lt.files()) {
+        index.entry(path).map(index::contentOf).ifPresent(e -> e.chunks().stream().map(LayerChunk::digest)
+            .filter(java.util.Objects::nonNull).forEach(sought::add));
+      }
+    }
+    ChunkPlaces places = new ChunkPlaces(newLayers, sought);
     List<Map<String, Integer>> files = new ArrayList<>();
     List<List<PageRun>> runs = new ArrayList<>();
     newLayers.forEach(l -> {

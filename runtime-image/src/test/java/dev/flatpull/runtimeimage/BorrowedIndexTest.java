@@ -98,4 +98,26 @@ class BorrowedIndexTest {
     assertEquals(0, r.keptBytes());
     assertTrue(r.index().layers().isEmpty());
   }
+
+  /** Found elsewhere than at its path by digest only where sought; at its own path whatever was sought. */
+  @Test
+  void chunkPlaces_findsByDigestElsewhere_onlyWhatWasSought() throws Exception {
+    TestImage img = TraceRebaseTest.newImage(dir);
+    Map<dev.flatpull.core.Digest, dev.flatpull.fetcher.layer.LayerIndex> indexes = img.indexes();
+    List<dev.flatpull.fetcher.layer.LayerIndex> layers = img.manifest.layers().stream()
+        .map(d -> indexes.get(d.digest())).filter(java.util.Objects::nonNull).toList();
+    dev.flatpull.fetcher.layer.LayerChunk app = layers.stream().flatMap(l -> l.entry("/usr/bin/app").stream())
+        .findFirst().orElseThrow().chunks().get(0);
+    dev.flatpull.fetcher.layer.LayerChunk lib = layers.stream().flatMap(l -> l.entry("/srv/new-name.so").stream())
+        .findFirst().orElseThrow().chunks().get(0);
+
+    ChunkPlaces both = new ChunkPlaces(layers, Set.of(app.digest(), lib.digest()));
+    assertEquals("usr/bin/app", both.find("/elsewhere", 0, app.size(), app.digest()).orElseThrow().file().name());
+    assertEquals("srv/new-name.so", both.find("/elsewhere", 0, lib.size(), lib.digest()).orElseThrow().file().name());
+    assertTrue(both.find("/elsewhere", 0, lib.size() + 1, lib.digest()).isEmpty(), "another size is another chunk");
+    ChunkPlaces one = new ChunkPlaces(layers, Set.of(lib.digest()));
+    assertEquals("srv/new-name.so", one.find("/elsewhere", 0, lib.size(), lib.digest()).orElseThrow().file().name());
+    assertTrue(one.find("/elsewhere", 0, app.size(), app.digest()).isEmpty(), "found what was not sought");
+    assertTrue(one.find("/usr/bin/app", 0, app.size(), app.digest()).orElseThrow().samePath());
+  }
 }

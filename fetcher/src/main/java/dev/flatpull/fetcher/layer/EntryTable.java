@@ -704,6 +704,35 @@ final class EntryTable {
     return false;
   }
 
+  /**
+   * The numbers of the entries holding a chunk whose digest is one of {@code digests}, in layer order. A chunk whose
+   * digest's first eight bytes are none of theirs is passed over without making its digest, so that looking for a few
+   * thousand digests among a layer's tens of thousands of chunks (borrowing another version's runtime image, inside a
+   * cold start) makes nothing per chunk.
+   */
+  int[] entriesHoldingAny(java.util.Set<Digest> digests) {
+    long[] prefixes = digests.stream().mapToLong(d -> ByteBuffer.wrap(d.raw()).order(ByteOrder.LITTLE_ENDIAN)
+        .getLong(0)).sorted().distinct().toArray();
+    int[] out = new int[16];
+    int found = 0;
+    for (int i = 0; i < count && prefixes.length > 0; i++) {
+      int first = records.getInt(i * REC + R_FIRST_CHUNK);
+      int n = records.getInt(i * REC + R_CHUNK_COUNT);
+      for (int c = first; c < first + n; c++) {
+        int ref = chunks.getInt(c * CH + C_DIGEST);
+        // A digest in the area is its algorithm's byte, then its raw bytes (see digest).
+        if (ref >= 0 && Arrays.binarySearch(prefixes, area.getLong(ref + 1)) >= 0 && digests.contains(digest(ref))) {
+          if (found == out.length) {
+            out = Arrays.copyOf(out, found * 2);
+          }
+          out[found++] = i;
+          break;
+        }
+      }
+    }
+    return Arrays.copyOf(out, found);
+  }
+
   /** The chunks stored in the blob's {@code [from, to)}, in blob order; the first call sorts them, in the caller. */
   List<LayerChunk> chunksStoredIn(long from, long to) {
     int[] order = blobOrder();

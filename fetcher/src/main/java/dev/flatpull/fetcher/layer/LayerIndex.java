@@ -157,6 +157,14 @@ public final class LayerIndex {
     return table.entry(java.util.Objects.checkIndex(i, table.size()));
   }
 
+  /**
+   * The numbers of the entries holding a chunk whose digest is one of {@code digests}, in {@link #entries}' order,
+   * found without making an entry, a chunk or a digest for the others.
+   */
+  public int[] entriesHoldingAny(java.util.Set<Digest> digests) {
+    return table.entriesHoldingAny(digests);
+  }
+
   /** The name of entry {@code i}, without making the entry. */
   public String nameAt(int i) {
     return table.name(java.util.Objects.checkIndex(i, table.size()));

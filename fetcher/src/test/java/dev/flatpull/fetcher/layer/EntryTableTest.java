@@ -157,4 +157,30 @@ class EntryTableTest {
         "from a start to an end, whole chunks only");
     assertNull(t.entry(0).linkName());
   }
+
+  @Test
+  void entriesHoldingASoughtDigest_areFoundInOrder_aDigestSharingOnlyItsFirstBytesIsNot() throws Exception {
+    byte[] raw = d("x0").raw();
+    byte[] near = raw.clone();
+    near[31] ^= 1;
+    Digest twin = Digest.ofRaw("sha256", near);
+    List<LayerEntry> in = List.of(
+        file("a", 200, List.of(chunk(0, 100, 0, "a0"), chunk(100, 100, 100, "shared"))),
+        new LayerEntry("d", EntryType.DIR, 0, 0755, 0, 0, "root", "root", Instant.ofEpochSecond(1), null, 0, 0,
+            Map.of(), Optional.empty(), List.of()),
+        file("b", 100, List.of(new LayerChunk(0, 100, new ByteRange(200, 100), 0, twin))),
+        file("c", 100, List.of(chunk(0, 100, 300, "shared"))),
+        file("e", 100, List.of(new LayerChunk(0, 100, new ByteRange(400, 100), 0, Digest.ofRaw("sha256", raw)))));
+    EntryTable heap = EntryTable.of(in);
+    ByteBuffer file = ByteBuffer.allocateDirect(heap.bytes().stream().mapToInt(ByteBuffer::remaining).sum());
+    heap.bytes().forEach(file::put);
+    for (EntryTable t : List.of(heap, EntryTable.wrap(file.flip()))) {
+      assertArrayEquals(new int[] {0, 3}, t.entriesHoldingAny(java.util.Set.of(d("shared"))));
+      assertArrayEquals(new int[] {4}, t.entriesHoldingAny(java.util.Set.of(d("x0"))),
+          "b's digest has x0's first 31 bytes, not its last");
+      assertArrayEquals(new int[] {0, 2, 3}, t.entriesHoldingAny(java.util.Set.of(twin, d("a0"), d("shared"))));
+      assertArrayEquals(new int[0], t.entriesHoldingAny(java.util.Set.of(d("nowhere"))));
+      assertArrayEquals(new int[0], t.entriesHoldingAny(java.util.Set.of()));
+    }
+  }
 }
