@@ -49,8 +49,8 @@ final class ChunkPlaces {
   /**
    * @param layers the image's lazily readable layers, bottom first
    * @param sought the digests {@link #find} will be asked for: only the files holding one are looked at where a chunk
-   *     is not at the place asked for (the JDK's layer, tens of thousands of chunks, took a cold start's borrowing 0.6 s
-   *     to map whole, in code not yet compiled)
+   *     is not at the place asked for (mapping every chunk of a JDK's image whole took about 0.15 s of a cold start
+   *     that borrowed, in code not yet compiled)
    */
   ChunkPlaces(List<LayerIndex> layers, Set<Digest> sought) {
     this.layers = List.copyOf(layers);
@@ -85,7 +85,7 @@ final class ChunkPlaces {
   /**
    * The regular file the image shows at {@code path} (symbolic links followed), if it shows one. Kept per path: a
    * runtime image names one file for many extents, and each entry made holds every chunk of its file (the JDK's
-   * modules file, 8,000 of them, for each of its extents).
+   * modules file, thousands of them, for each of its extents).
    */
   Optional<Shown> shownAt(String path) throws IOException {
     Optional<Shown> known = shown.get(path);
