@@ -24,10 +24,12 @@ import java.util.Optional;
  * @param created when the runtime image was built, if said
  * @param traceRecorded when its trace was recorded, if said
  * @param derived for a runtime image derived from an older version's (not recorded on this one), what from
+ * @param blob the blob's descriptor, where the listing names it ({@link #BLOB}, {@link #SIZE}, {@link #INDEX_END}):
+ *     a cold start then reads the blob without the artifact manifest's round trip first
  */
 public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<String> command, List<String> probes,
     String platform, Optional<Verification> verify, long pages, long size, Optional<Instant> created,
-    Optional<Instant> traceRecorded, Optional<Derivation> derived) {
+    Optional<Instant> traceRecorded, Optional<Derivation> derived, Optional<Descriptor> blob) {
   /** The OCI {@code artifactType} of runtime images. */
   public static final String ARTIFACT_TYPE = "application/vnd.flatpull.runtime-image.v1";
   /** The media type of the runtime-image blob (the artifact's one layer). */
@@ -47,8 +49,18 @@ public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<
   public static final String DERIVED_FROM = "dev.flatpull.runtime-image.derived-from";
   /** On a derived runtime image: the share of the old trace's bytes the image has, 0 to 1. */
   public static final String DERIVED_OVERLAP = "dev.flatpull.runtime-image.derived-overlap";
-  /** On the blob's descriptor: the bytes of header and index, so that a loader reads the index in one range. */
+  /**
+   * On the blob's descriptor, and on the artifact manifest with {@link #BLOB}: the bytes of header and index, so that a
+   * loader reads the index in one range.
+   */
   public static final String INDEX_END = "dev.flatpull.runtime-image.index-end";
+  /**
+   * On the artifact manifest (so on its referrers-index entry, which the referrers API and the tag schema both copy
+   * from it): the blob's digest. With {@link #SIZE} and {@link #INDEX_END} a loader knows the blob from the listing
+   * and skips the artifact manifest. Nothing is trusted for it: the index names the image it was built for, and every
+   * extent is verified against that image's TOC, as when the blob is found through the artifact manifest.
+   */
+  public static final String BLOB = "dev.flatpull.runtime-image.blob";
 
   private static final ObjectMapper JSON = new ObjectMapper();
 
@@ -65,8 +77,19 @@ public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<
     }
   }
 
-  /** The annotations a runtime image's artifact manifest (and its referrers-index entry) carries. */
-  public static Map<String, String> annotations(RuntimeImageIndex index, long blobSize) {
+  /**
+   * The annotations a runtime image's artifact manifest (and its referrers-index entry) carries, its blob's among
+   * them.
+   */
+  public static Map<String, String> annotations(RuntimeImageIndex index, Descriptor blob) {
+    Map<String, String> a = annotations(index, blob.size());
+    a.put(BLOB, blob.digest().toString());
+    Optional.ofNullable(blob.annotations().get(INDEX_END)).ifPresent(end -> a.put(INDEX_END, end));
+    return a;
+  }
+
+  /** The annotations above but the blob's digest and index end. */
+  static Map<String, String> annotations(RuntimeImageIndex index, long blobSize) {
     Map<String, String> a = new LinkedHashMap<>();
     a.put(SERVICE_KEY, index.service().key());
     a.put(IMAGE, index.service().image());
@@ -94,7 +117,23 @@ public record RuntimeImageArtifact(Descriptor manifest, String serviceKey, List<
     return new RuntimeImageArtifact(manifest, a.getOrDefault(SERVICE_KEY, ""), list(a.get(COMMAND)),
         list(a.get(PROBES)), a.getOrDefault(PLATFORM, ""), verify, number(a.get(PAGES)), number(a.get(SIZE)),
         instant(a.get(CREATED)), instant(a.get(TRACE_RECORDED)),
-        Optional.ofNullable(a.get(DERIVED_FROM)).map(from -> new Derivation(from, share(a.get(DERIVED_OVERLAP)))));
+        Optional.ofNullable(a.get(DERIVED_FROM)).map(from -> new Derivation(from, share(a.get(DERIVED_OVERLAP)))),
+        blob(a));
+  }
+
+  /** The blob the annotations name, if they name one with its size and where its index ends. */
+  private static Optional<Descriptor> blob(Map<String, String> a) {
+    long size = number(a.get(SIZE));
+    long indexEnd = number(a.get(INDEX_END));
+    if (a.get(BLOB) == null || size <= 0 || indexEnd <= 0 || indexEnd > size) {
+      return Optional.empty();
+    }
+    try {
+      return Optional.of(new Descriptor(BLOB_MEDIA_TYPE, Digest.parse(a.get(BLOB)), size,
+          Map.of(INDEX_END, Long.toString(indexEnd))));
+    } catch (IllegalArgumentException e) {
+      return Optional.empty();
+    }
   }
 
   public Digest digest() {

@@ -144,7 +144,7 @@ public final class RuntimeImageStream {
    * @throws IOException when the artifact manifest or a layer's index cannot be had
    */
   public Outcome load(RuntimeImageArtifact artifact, ImageManifest manifest, LayerIndexes tocs) throws IOException {
-    Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, manifest.digest());
+    Descriptor blob = RuntimeImagePublisher.blobToLoad(client, artifact, manifest.digest());
     long earlyIndexEnd = earlyIndexEnd(blob);
     if (!Early.ready(manifest, tocs) && earlyIndexEnd > RuntimeImageFormat.HEADER_SIZE) {
       return loadEarly(blob, manifest, tocs, earlyIndexEnd);
@@ -211,7 +211,7 @@ public final class RuntimeImageStream {
    */
   public Borrowable readForBorrowing(RuntimeImageArtifact artifact, Digest subject, ImageManifest manifest,
       LayerIndexes tocs) throws IOException {
-    Descriptor blob = RuntimeImagePublisher.blobOf(client, artifact, subject);
+    Descriptor blob = RuntimeImagePublisher.blobToLoad(client, artifact, subject);
     // The index is read while this image's TOCs are still on their way, where its artifact says it ends within the
     // early bound (as a load's is), instead of a round trip after them; the TOCs' bounds hold it once they are in.
     Optional<Head> early = Optional.empty();
@@ -321,75 +321,129 @@ public final class RuntimeImageStream {
    * the TOCs bind it), the load goes on as one that reads the index first: only the frames the node lacks are
    * fetched, once the TOCs are in. Otherwise the frames are requested at once too, and the first ones held in memory
    * ({@link Early}) until the TOCs are in; then the load binds the index and goes on from those frames and the rest of
-   * the same response.
+   * the same response. On a node whose page cache holds nothing ({@link PageCache#holdsNothing}: it just joined, or
+   * was emptied) head and frames are one request, the frames right after the index instead of a round trip later:
+   * such a node cannot hold the index's content. Where the index names another image or bounds it breaks, the rest of
+   * that response is left unread. A node that holds anything reads the head first, so that a runtime image whose
+   * content it mostly has (another version's, another service's on the same base) costs no frame it does not need.
    */
   private Outcome loadEarly(Descriptor blob, ImageManifest manifest, LayerIndexes tocs, long indexEnd)
       throws IOException {
-    byte[] head;
-    try {
-      head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
-    } catch (IOException e) {
-      Load nothing = newLoad(manifest, tocs, blob);
-      nothing.requests = 1;
-      return finish(nothing, blob, false, e.getMessage(), () -> {});
-    }
-    Optional<Early> early = Early.of(head, cache);
-    if (early.isEmpty() || early.get().nodeHasSome() || !early.get().plausible(blob.size(), limits)) {
-      Load load = newLoad(manifest, tocs, blob);
-      load.requests = 1;
-      return finish(load, blob, true, null, () -> load.index(head, early.map(Early::layout)));
-    }
-    long dataStart = early.get().layout().dataStart();
-    Load[] load = {null};
+    boolean atOnce = cache.holdsNothing();
+    Ahead a = new Ahead(blob, manifest, tocs);
     String failedWith = null;
     try {
-      if (dataStart < blob.size()) {
-        client.streamRange(blob.digest(), ByteRange.between(dataStart, blob.size()), in -> {
-          try {
-            if (load[0] != null) {
-              // A retried request: the frames done are skipped.
-              load[0].framesFrom(new Progressing(in), dataStart);
-              return null;
-            }
-            List<byte[]> first = early.get().frames(in, () -> Early.ready(manifest, tocs));
-            try {
-              load[0] = newLoad(manifest, tocs, blob);
-            } catch (IOException e) {
-              // The TOCs' failure, not the registry's: no retry.
-              throw new java.io.UncheckedIOException(e);
-            }
-            load[0].requests = 2;
-            load[0].index(head, Optional.of(early.get().layout()));
-            List<InputStream> parts = new ArrayList<>();
-            for (byte[] frame : first) {
-              parts.add(new java.io.ByteArrayInputStream(frame));
-            }
-            parts.add(in);
-            load[0].framesFrom(new Progressing(new java.io.SequenceInputStream(
-                java.util.Collections.enumeration(parts))), dataStart);
-            return null;
-          } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
-            // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
-            throw new java.io.UncheckedIOException(e);
+      if (atOnce) {
+        client.streamRange(blob.digest(), ByteRange.between(0, blob.size()), in -> {
+          if (a.head == null) {
+            a.judge(readExactly(in, (int) indexEnd, "the head"));
+          } else {
+            in.skipNBytes(indexEnd); // a retried request
           }
+          if (a.frames) {
+            in.skipNBytes(a.dataStart() - indexEnd);
+            a.framesFrom(in, 1);
+          }
+          return null;
         });
+      } else {
+        a.judge(client.readRange(blob.digest(), new ByteRange(0, indexEnd)));
+        if (a.frames) {
+          client.streamRange(blob.digest(), ByteRange.between(a.dataStart(), blob.size()), in -> {
+            a.framesFrom(in, 2);
+            return null;
+          });
+        }
       }
     } catch (java.io.UncheckedIOException e) {
-      if (load[0] != null) {
-        end(load[0]);
+      if (a.load != null) {
+        end(a.load);
       }
       throw e.getCause();
     } catch (IOException e) {
       failedWith = e.getMessage();
     }
-    if (load[0] != null) {
-      return finish(load[0], blob, false, failedWith, () -> {});
+    int requests = a.frames && !atOnce ? 2 : 1;
+    if (a.head == null) {
+      Load nothing = newLoad(manifest, tocs, blob);
+      nothing.requests = requests;
+      return finish(nothing, blob, false, failedWith, () -> {});
     }
-    // The frames' request failed before the TOCs were awaited (or there are no frames): the index is bound now, and
-    // what it reserves is given up as not arrived.
+    byte[] head = a.head;
+    if (!a.frames) {
+      Load load = newLoad(manifest, tocs, blob);
+      load.requests = requests;
+      return finish(load, blob, true, null, () -> load.index(head, a.early.map(Early::layout)));
+    }
+    if (a.load != null) {
+      return finish(a.load, blob, false, failedWith, () -> {});
+    }
+    // The frames' request failed before the TOCs were awaited: the index is bound now, and what it reserves is given
+    // up as not arrived.
     Load bound = newLoad(manifest, tocs, blob);
-    bound.requests = dataStart < blob.size() ? 2 : 1;
-    return finish(bound, blob, false, failedWith, () -> bound.index(head, Optional.of(early.get().layout())));
+    bound.requests = requests;
+    return finish(bound, blob, false, failedWith, () -> bound.index(head, Optional.of(a.early.get().layout())));
+  }
+
+  /** What {@link #loadEarly} has read ahead of the TOCs: the head, what its index says, and the load once bound. */
+  private final class Ahead {
+    final Descriptor blob;
+    final ImageManifest manifest;
+    final LayerIndexes tocs;
+    byte[] head;
+    Optional<Early> early = Optional.empty();
+    // Whether the frames are read before the TOCs are in.
+    boolean frames;
+    Load load;
+
+    Ahead(Descriptor blob, ImageManifest manifest, LayerIndexes tocs) {
+      this.blob = blob;
+      this.manifest = manifest;
+      this.tocs = tocs;
+    }
+
+    void judge(byte[] h) {
+      head = h;
+      early = Early.of(h, cache);
+      // One built for another image (a stale or forged listing) is refused by its binding, no frame fetched.
+      frames = early.isPresent() && !early.get().nodeHasSome() && early.get().plausible(blob.size(), limits)
+          && early.get().builtFor(manifest.digest()) && early.get().layout().dataStart() < blob.size();
+    }
+
+    long dataStart() {
+      return early.get().layout().dataStart();
+    }
+
+    /** The frames from {@code in}, positioned at the first: held until the TOCs are in, then bound and loaded. */
+    void framesFrom(InputStream in, int requests) throws IOException {
+      long dataStart = dataStart();
+      try {
+        if (load != null) {
+          // A retried request: the frames done are skipped.
+          load.framesFrom(new Progressing(in), dataStart);
+          return;
+        }
+        List<byte[]> first = early.get().frames(in, () -> Early.ready(manifest, tocs));
+        try {
+          load = newLoad(manifest, tocs, blob);
+        } catch (IOException e) {
+          // The TOCs' failure, not the registry's: no retry.
+          throw new java.io.UncheckedIOException(e);
+        }
+        load.requests = requests;
+        load.index(head, Optional.of(early.get().layout()));
+        List<InputStream> parts = new ArrayList<>();
+        for (byte[] frame : first) {
+          parts.add(new java.io.ByteArrayInputStream(frame));
+        }
+        parts.add(in);
+        load.framesFrom(new Progressing(new java.io.SequenceInputStream(java.util.Collections.enumeration(parts))),
+            dataStart);
+      } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+        // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
+        throw new java.io.UncheckedIOException(e);
+      }
+    }
   }
 
   /** Ends a load: whatever it reserved and did not bring is given up, and readers are told all is announced. */
@@ -502,6 +556,15 @@ public final class RuntimeImageStream {
         RuntimeImageBounds.checkFrames(layout.index(), byFrame, limits);
         return true;
       } catch (RuntimeImageLimitException e) {
+        return false;
+      }
+    }
+
+    /** Whether the index says it was built for {@code image} (its binding checks it again). */
+    boolean builtFor(Digest image) {
+      try {
+        return layout.index().manifestDigest().equals(image);
+      } catch (IllegalArgumentException e) {
         return false;
       }
     }

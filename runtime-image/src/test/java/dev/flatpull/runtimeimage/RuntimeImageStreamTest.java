@@ -317,15 +317,71 @@ class RuntimeImageStreamTest {
   }
 
   @Test
-  void runtimeImageOfAnotherManifest_isRefusedBeforeAnythingIsReservedOrFetched() throws Exception {
-    ImageManifest other = (ImageManifest) dev.flatpull.fetcher.oci.OciDocuments.parse(
-        dev.flatpull.fetcher.oci.OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, image.manifest.config(),
-            image.manifest.layers(), Map.of("another", "manifest")), MediaTypes.OCI_MANIFEST);
+  void runtimeImageOfAnotherManifest_listedWithoutItsBlob_isRefusedByItsArtifactManifest_beforeTheBlobIsAsked()
+      throws Exception {
+    ImageManifest other = anotherManifest();
+    PageCache cache = cache("stale");
+    assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
+        .load(withoutItsBlob(artifact), other, indexes()));
+    assertEquals(0, blobRequests().size());
+    assertEquals(1, registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count(),
+        registry.log.toString());
+  }
+
+  @Test
+  void runtimeImageOfAnotherManifest_listedWithItsBlob_isRefusedByItsIndex_nothingReserved_noFrameAskedForAlone()
+      throws Exception {
+    ImageManifest other = anotherManifest();
     PageCache cache = cache("stale");
     assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
         new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
         .load(artifact, other, indexes()));
-    assertEquals(0, blobRequests().size());
+    // The blob as the listing names it: its artifact manifest is not asked for; its index (the blob's first bytes)
+    // says which image it was built for.
+    assertEquals(0, registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count(),
+        registry.log.toString());
+    assertEquals(1, blobRequests().size(), registry.log.toString());
+    assertTrue(blobRequests().get(0).contains("bytes=0-"), blobRequests().toString());
+    Layout layout = RuntimeImageFormat.read(built.blob());
+    assertTrue(layout.index().layers().stream().flatMap(l -> l.extents().stream()).noneMatch(e -> cache.contains(
+        e.digest())), "nothing stored");
+  }
+
+  @Test
+  void listingNamesTheBlob_loadAsksNoArtifactManifest_andOneWithoutIt_stillLoadsThroughTheManifest() throws Exception {
+    assertEquals(Optional.of(Digest.sha256(built.blob())), artifact.blob().map(Descriptor::digest));
+    assertEquals(Optional.of((long) built.blob().length), artifact.blob().map(Descriptor::size));
+    RuntimeImageStream.Outcome o = load(cache("listed"), new ArrayList<>());
+    assertEquals(Optional.empty(), o.failure(), o.detail());
+    assertEquals(0, registry.log.stream().filter(l -> l.contains("/manifests/")).count(), registry.log.toString());
+
+    registry.log.clear();
+    PageCache older = cache("older-listing");
+    RuntimeImageStream.Outcome viaManifest = new RuntimeImageStream(client, older,
+        new ProducerProgress(Duration.ofMillis(200)), (l, p, off, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
+        .load(withoutItsBlob(artifact), image.manifest, indexes());
+    assertEquals(Optional.empty(), viaManifest.failure(), viaManifest.detail());
+    assertEquals(o.delivered(), viaManifest.delivered());
+    assertEquals(1, registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count(),
+        registry.log.toString());
+    assertCacheHoldsTheImagesBytes(older, true);
+  }
+
+  private ImageManifest anotherManifest() throws Exception {
+    return (ImageManifest) dev.flatpull.fetcher.oci.OciDocuments.parse(
+        dev.flatpull.fetcher.oci.OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, image.manifest.config(),
+            image.manifest.layers(), Map.of("another", "manifest")), MediaTypes.OCI_MANIFEST);
+  }
+
+  /** {@code a} as a listing written before listings named the blob gives it. */
+  static RuntimeImageArtifact withoutItsBlob(RuntimeImageArtifact a) {
+    Map<String, String> annotations = new java.util.HashMap<>(a.manifest().annotations());
+    annotations.remove(RuntimeImageArtifact.BLOB);
+    RuntimeImageArtifact older = RuntimeImageArtifact.of(new Descriptor(a.manifest().mediaType(), a.digest(),
+        a.manifest().size(), annotations).withArtifactType(RuntimeImageArtifact.ARTIFACT_TYPE));
+    assertEquals(Optional.empty(), older.blob());
+    return older;
   }
 
   @Test
