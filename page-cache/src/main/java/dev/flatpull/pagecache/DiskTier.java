@@ -574,11 +574,6 @@ final class DiskTier implements NamedFiles {
     return new PageCache.Checked(entries, corrupt);
   }
 
-  /** Whether no content entry is on disk: known only once what an earlier process stored has been found. */
-  boolean knownEmpty() {
-    return restored.getCount() == 0 && index.isEmpty();
-  }
-
   /** Content entries (named files not counted). */
   long entries() {
     return index.size();

@@ -139,15 +139,6 @@ public final class PageCache implements AutoCloseable {
   }
 
   /**
-   * Whether the node holds no content at all: nothing in memory, being written, produced, or on disk (once what an
-   * earlier process stored is found). A node that just joined, or whose cache was emptied, can hold none of an image's
-   * content, so a runtime image's frames can be asked for before its index is read.
-   */
-  public boolean holdsNothing() {
-    return pending.isEmpty() && writing.isEmpty() && memory.estimatedSize() == 0 && disk.knownEmpty();
-  }
-
-  /**
    * Verified content of {@code digest}, as {@link #get} finds it, but neither counted as a lookup nor promoted from
    * disk to memory: for a pass over a whole layer (its diff_id check), which must not evict what services read.
    */

@@ -149,33 +149,6 @@ class DiskRestoreTest {
   }
 
   @Test
-  void holdsNothing_onlyOnceTheRestoreFoundNothing_andUntilSomethingIsStored() throws Exception {
-    java.util.concurrent.CompletableFuture<Void> mayList = new java.util.concurrent.CompletableFuture<>();
-    Path other = Files.createDirectories(dir.resolve("fresh"));
-    PageCache fresh = PageCache.open(other, new CacheSettings(Optional.empty(), 1 << 20, 1L << 30,
-        Duration.ofSeconds(1)), mayList);
-    opened.add(fresh);
-    assertFalse(fresh.holdsNothing(), "unknown before its disk is listed");
-    mayList.complete(null);
-    fresh.awaitRestored();
-    assertTrue(fresh.holdsNothing(), "an empty directory, listed");
-    byte[] b = new byte[ENTRY];
-    random.nextBytes(b);
-    Reservation r = fresh.reserve(Digest.sha256(b)).orElseThrow();
-    assertFalse(fresh.holdsNothing(), "content being produced");
-    r.abandon();
-    assertTrue(fresh.holdsNothing());
-    fresh.put(Digest.sha256(b), b);
-    assertFalse(fresh.holdsNothing(), "content stored");
-
-    storedBefore(3, DiskTier.packBytes(1L << 30));
-    PageCache restarted = PageCache.open(dir, new CacheSettings(Optional.empty(), 0, 1L << 30, Duration.ofSeconds(1)));
-    opened.add(restarted);
-    restarted.awaitRestored();
-    assertFalse(restarted.holdsNothing(), "what an earlier process stored, found");
-  }
-
-  @Test
   void aCacheThatMayListLater_listsOnlyOnceAllowed_andServesWhatItStoresMeanwhile() throws Exception {
     List<byte[]> stored = storedBefore(5, DiskTier.packBytes(1L << 30));
     java.util.concurrent.CompletableFuture<Void> mayList = new java.util.concurrent.CompletableFuture<>();

@@ -321,129 +321,79 @@ public final class RuntimeImageStream {
    * the TOCs bind it), the load goes on as one that reads the index first: only the frames the node lacks are
    * fetched, once the TOCs are in. Otherwise the frames are requested at once too, and the first ones held in memory
    * ({@link Early}) until the TOCs are in; then the load binds the index and goes on from those frames and the rest of
-   * the same response. On a node whose page cache holds nothing ({@link PageCache#holdsNothing}: it just joined, or
-   * was emptied) head and frames are one request, the frames right after the index instead of a round trip later:
-   * such a node cannot hold the index's content. Where the index names another image or bounds it breaks, the rest of
-   * that response is left unread. A node that holds anything reads the head first, so that a runtime image whose
-   * content it mostly has (another version's, another service's on the same base) costs no frame it does not need.
+   * the same response. Head and frames stay two requests: asked at once, the frames took a narrow link from the TOCs
+   * the mounts wait for (20 ms / 200 Mbit: every image's pull slower, docs/benchmarks.md), where the head's round trip
+   * lets the TOCs' transfer go first.
    */
   private Outcome loadEarly(Descriptor blob, ImageManifest manifest, LayerIndexes tocs, long indexEnd)
       throws IOException {
-    boolean atOnce = cache.holdsNothing();
-    Ahead a = new Ahead(blob, manifest, tocs);
+    byte[] head;
+    try {
+      head = client.readRange(blob.digest(), new ByteRange(0, indexEnd));
+    } catch (IOException e) {
+      Load nothing = newLoad(manifest, tocs, blob);
+      nothing.requests = 1;
+      return finish(nothing, blob, false, e.getMessage(), () -> {});
+    }
+    Optional<Early> early = Early.of(head, cache);
+    // One built for another image (a stale or forged listing) is refused by its binding, no frame fetched.
+    if (early.isEmpty() || early.get().nodeHasSome() || !early.get().plausible(blob.size(), limits)
+        || !early.get().builtFor(manifest.digest())) {
+      Load load = newLoad(manifest, tocs, blob);
+      load.requests = 1;
+      return finish(load, blob, true, null, () -> load.index(head, early.map(Early::layout)));
+    }
+    long dataStart = early.get().layout().dataStart();
+    Load[] load = {null};
     String failedWith = null;
     try {
-      if (atOnce) {
-        client.streamRange(blob.digest(), ByteRange.between(0, blob.size()), in -> {
-          if (a.head == null) {
-            a.judge(readExactly(in, (int) indexEnd, "the head"));
-          } else {
-            in.skipNBytes(indexEnd); // a retried request
-          }
-          if (a.frames) {
-            in.skipNBytes(a.dataStart() - indexEnd);
-            a.framesFrom(in, 1);
-          }
-          return null;
-        });
-      } else {
-        a.judge(client.readRange(blob.digest(), new ByteRange(0, indexEnd)));
-        if (a.frames) {
-          client.streamRange(blob.digest(), ByteRange.between(a.dataStart(), blob.size()), in -> {
-            a.framesFrom(in, 2);
+      if (dataStart < blob.size()) {
+        client.streamRange(blob.digest(), ByteRange.between(dataStart, blob.size()), in -> {
+          try {
+            if (load[0] != null) {
+              // A retried request: the frames done are skipped.
+              load[0].framesFrom(new Progressing(in), dataStart);
+              return null;
+            }
+            List<byte[]> first = early.get().frames(in, () -> Early.ready(manifest, tocs));
+            try {
+              load[0] = newLoad(manifest, tocs, blob);
+            } catch (IOException e) {
+              // The TOCs' failure, not the registry's: no retry.
+              throw new java.io.UncheckedIOException(e);
+            }
+            load[0].requests = 2;
+            load[0].index(head, Optional.of(early.get().layout()));
+            List<InputStream> parts = new ArrayList<>();
+            for (byte[] frame : first) {
+              parts.add(new java.io.ByteArrayInputStream(frame));
+            }
+            parts.add(in);
+            load[0].framesFrom(new Progressing(new java.io.SequenceInputStream(
+                java.util.Collections.enumeration(parts))), dataStart);
             return null;
-          });
-        }
+          } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
+            // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
+            throw new java.io.UncheckedIOException(e);
+          }
+        });
       }
     } catch (java.io.UncheckedIOException e) {
-      if (a.load != null) {
-        end(a.load);
+      if (load[0] != null) {
+        end(load[0]);
       }
       throw e.getCause();
     } catch (IOException e) {
       failedWith = e.getMessage();
     }
-    int requests = a.frames && !atOnce ? 2 : 1;
-    if (a.head == null) {
-      Load nothing = newLoad(manifest, tocs, blob);
-      nothing.requests = requests;
-      return finish(nothing, blob, false, failedWith, () -> {});
+    if (load[0] != null) {
+      return finish(load[0], blob, false, failedWith, () -> {});
     }
-    byte[] head = a.head;
-    if (!a.frames) {
-      Load load = newLoad(manifest, tocs, blob);
-      load.requests = requests;
-      return finish(load, blob, true, null, () -> load.index(head, a.early.map(Early::layout)));
-    }
-    if (a.load != null) {
-      return finish(a.load, blob, false, failedWith, () -> {});
-    }
-    // The frames' request failed before the TOCs were awaited: the index is bound now, and what it reserves is given
-    // up as not arrived.
+    // The frames' request failed before the TOCs were awaited (or there are no frames): the index is bound now, and
+    // what it reserves is given up as not arrived.
     Load bound = newLoad(manifest, tocs, blob);
-    bound.requests = requests;
-    return finish(bound, blob, false, failedWith, () -> bound.index(head, Optional.of(a.early.get().layout())));
-  }
-
-  /** What {@link #loadEarly} has read ahead of the TOCs: the head, what its index says, and the load once bound. */
-  private final class Ahead {
-    final Descriptor blob;
-    final ImageManifest manifest;
-    final LayerIndexes tocs;
-    byte[] head;
-    Optional<Early> early = Optional.empty();
-    // Whether the frames are read before the TOCs are in.
-    boolean frames;
-    Load load;
-
-    Ahead(Descriptor blob, ImageManifest manifest, LayerIndexes tocs) {
-      this.blob = blob;
-      this.manifest = manifest;
-      this.tocs = tocs;
-    }
-
-    void judge(byte[] h) {
-      head = h;
-      early = Early.of(h, cache);
-      // One built for another image (a stale or forged listing) is refused by its binding, no frame fetched.
-      frames = early.isPresent() && !early.get().nodeHasSome() && early.get().plausible(blob.size(), limits)
-          && early.get().builtFor(manifest.digest()) && early.get().layout().dataStart() < blob.size();
-    }
-
-    long dataStart() {
-      return early.get().layout().dataStart();
-    }
-
-    /** The frames from {@code in}, positioned at the first: held until the TOCs are in, then bound and loaded. */
-    void framesFrom(InputStream in, int requests) throws IOException {
-      long dataStart = dataStart();
-      try {
-        if (load != null) {
-          // A retried request: the frames done are skipped.
-          load.framesFrom(new Progressing(in), dataStart);
-          return;
-        }
-        List<byte[]> first = early.get().frames(in, () -> Early.ready(manifest, tocs));
-        try {
-          load = newLoad(manifest, tocs, blob);
-        } catch (IOException e) {
-          // The TOCs' failure, not the registry's: no retry.
-          throw new java.io.UncheckedIOException(e);
-        }
-        load.requests = requests;
-        load.index(head, Optional.of(early.get().layout()));
-        List<InputStream> parts = new ArrayList<>();
-        for (byte[] frame : first) {
-          parts.add(new java.io.ByteArrayInputStream(frame));
-        }
-        parts.add(in);
-        load.framesFrom(new Progressing(new java.io.SequenceInputStream(java.util.Collections.enumeration(parts))),
-            dataStart);
-      } catch (RuntimeImageFormatException | RuntimeImageMismatchException e) {
-        // Not the registry's fault: no retry (the client retries what it throws as a transport failure).
-        throw new java.io.UncheckedIOException(e);
-      }
-    }
+    bound.requests = dataStart < blob.size() ? 2 : 1;
+    return finish(bound, blob, false, failedWith, () -> bound.index(head, Optional.of(early.get().layout())));
   }
 
   /** Ends a load: whatever it reserved and did not bring is given up, and readers are told all is announced. */

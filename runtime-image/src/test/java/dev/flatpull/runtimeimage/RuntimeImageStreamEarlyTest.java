@@ -22,26 +22,11 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Every case of {@link RuntimeImageStreamTest} again, with the image's TOCs still on their way when the stream starts
- * (a cold start: the runtime image's lookup and the TOCs run at once), on a node that holds some content (another
- * image's): the blob's head is requested before them, then its frames, and the first frames held until they bind it.
- * What a refused runtime image may not do (reserve, cache, fetch past its bounds) holds the same.
+ * (a cold start: the runtime image's lookup and the TOCs run at once): the blob is requested before them and its
+ * first frames held until they bind it. What a refused runtime image may not do (reserve, cache, fetch past its bounds)
+ * holds the same.
  */
 class RuntimeImageStreamEarlyTest extends RuntimeImageStreamTest {
-  /** Whether the node holds another image's content, so that the stream reads a runtime image's head first. */
-  boolean nodeHoldsOtherContent() {
-    return true;
-  }
-
-  @Override
-  PageCache cache(String name) throws Exception {
-    PageCache c = super.cache(name);
-    if (nodeHoldsOtherContent()) {
-      byte[] other = ("another image's content in " + name).getBytes(java.nio.charset.StandardCharsets.UTF_8);
-      c.put(Digest.sha256(other), other);
-    }
-    return c;
-  }
-
   /** TOCs that are in only once the stream awaits them: it reads as much of the blob early as it may. */
   @Override
   RuntimeImageStream.LayerIndexes indexes() {

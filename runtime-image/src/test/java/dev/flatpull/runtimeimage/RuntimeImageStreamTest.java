@@ -319,28 +319,18 @@ class RuntimeImageStreamTest {
   @Test
   void runtimeImageOfAnotherManifest_listedWithoutItsBlob_isRefusedByItsArtifactManifest_beforeTheBlobIsAsked()
       throws Exception {
-    ImageManifest other = anotherManifest();
-    PageCache cache = cache("stale");
-    assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
-        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
-        .load(withoutItsBlob(artifact), other, indexes()));
+    loadedForAnotherManifest(withoutItsBlob(artifact));
     assertEquals(0, blobRequests().size());
-    assertEquals(1, registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count(),
-        registry.log.toString());
+    assertEquals(1, artifactManifestRequests(), registry.log.toString());
   }
 
   @Test
   void runtimeImageOfAnotherManifest_listedWithItsBlob_isRefusedByItsIndex_nothingReserved_noFrameAskedForAlone()
       throws Exception {
-    ImageManifest other = anotherManifest();
-    PageCache cache = cache("stale");
-    assertThrows(RuntimeImageMismatchException.class, () -> new RuntimeImageStream(client, cache,
-        new ProducerProgress(Duration.ofMillis(200)), (l, p, o, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
-        .load(artifact, other, indexes()));
+    PageCache cache = loadedForAnotherManifest(artifact);
     // The blob as the listing names it: its artifact manifest is not asked for; its index (the blob's first bytes)
     // says which image it was built for.
-    assertEquals(0, registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count(),
-        registry.log.toString());
+    assertEquals(0, artifactManifestRequests(), registry.log.toString());
     assertEquals(1, blobRequests().size(), registry.log.toString());
     assertTrue(blobRequests().get(0).contains("bytes=0-"), blobRequests().toString());
     Layout layout = RuntimeImageFormat.read(built.blob());
@@ -358,20 +348,27 @@ class RuntimeImageStreamTest {
 
     registry.log.clear();
     PageCache older = cache("older-listing");
-    RuntimeImageStream.Outcome viaManifest = new RuntimeImageStream(client, older,
-        new ProducerProgress(Duration.ofMillis(200)), (l, p, off, n, c) -> {}, Verification.IMAGE, Limits.DEFAULTS)
+    RuntimeImageStream.Outcome viaManifest = streamInto(older, new ArrayList<>())
         .load(withoutItsBlob(artifact), image.manifest, indexes());
     assertEquals(Optional.empty(), viaManifest.failure(), viaManifest.detail());
     assertEquals(o.delivered(), viaManifest.delivered());
-    assertEquals(1, registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count(),
-        registry.log.toString());
+    assertEquals(1, artifactManifestRequests(), registry.log.toString());
     assertCacheHoldsTheImagesBytes(older, true);
   }
 
-  private ImageManifest anotherManifest() throws Exception {
-    return (ImageManifest) dev.flatpull.fetcher.oci.OciDocuments.parse(
+  private long artifactManifestRequests() {
+    return registry.log.stream().filter(l -> l.contains("/manifests/" + artifact.digest())).count();
+  }
+
+  /** Loads {@code a} into a fresh cache as a runtime image of another manifest with the same layers: refused. */
+  private PageCache loadedForAnotherManifest(RuntimeImageArtifact a) throws Exception {
+    ImageManifest other = (ImageManifest) dev.flatpull.fetcher.oci.OciDocuments.parse(
         dev.flatpull.fetcher.oci.OciDocuments.writeManifest(MediaTypes.OCI_MANIFEST, image.manifest.config(),
             image.manifest.layers(), Map.of("another", "manifest")), MediaTypes.OCI_MANIFEST);
+    PageCache cache = cache("stale");
+    assertThrows(RuntimeImageMismatchException.class, () -> streamInto(cache, new ArrayList<>()).load(a, other,
+        indexes()));
+    return cache;
   }
 
   /** {@code a} as a listing written before listings named the blob gives it. */
