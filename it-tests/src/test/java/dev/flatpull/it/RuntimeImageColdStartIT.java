@@ -356,7 +356,8 @@ class RuntimeImageColdStartIT {
   }
 
   /** A one-layer image's start from its runtime image {@code blob}: loaded, at most 6 requests, hit ratio, bytes. */
-  private static void assertStartedFromItsRuntimeImage(String what, String image, Node n, Start s, byte[] blob) throws IOException {
+  private static void assertStartedFromItsRuntimeImage(String what, String image, Node n, Start s, byte[] blob)
+      throws IOException {
     System.out.print(what + ", runtime image: " + s.describe());
     assertEquals(1.0, s.delta("flatpull_runtime_image_lookups_total{result=\"loaded\"}"), n.flatpull().log());
     // The manifest, the TOC, the referrers API and tag at once, then the runtime image the listing names (no artifact
