@@ -212,25 +212,6 @@ public final class RuntimeImagePublisher {
    */
   public static Descriptor blobOf(RegistryClient client, RuntimeImageArtifact artifact, Digest image)
       throws IOException {
-    return blobOf(client, artifact, image, false);
-  }
-
-  /**
-   * The blob of a listed runtime image for a cold start: as its listing names it ({@link RuntimeImageArtifact#blob}),
-   * without a request, else from its artifact manifest ({@link #blobOf}). The artifact manifest's checks are not
-   * needed for safety: a blob that is no runtime image fails its header, one built for another image fails its
-   * binding ({@link ImageBinding}), and every extent is verified against this image's TOC.
-   */
-  public static Descriptor blobToLoad(RegistryClient client, RuntimeImageArtifact artifact, Digest image)
-      throws IOException {
-    return blobOf(client, artifact, image, true);
-  }
-
-  private static Descriptor blobOf(RegistryClient client, RuntimeImageArtifact artifact, Digest image,
-      boolean fromListing) throws IOException {
-    if (fromListing && artifact.blob().isPresent()) {
-      return artifact.blob().get();
-    }
     OciDocument doc = client.fetchManifest(artifact.digest().toString());
     if (!(doc instanceof ImageManifest m) || !m.artifactType().equals(Optional.of(RuntimeImageArtifact.ARTIFACT_TYPE))
         || m.layers().size() != 1 || !m.layers().get(0).mediaType().equals(RuntimeImageArtifact.BLOB_MEDIA_TYPE)) {
@@ -243,6 +224,17 @@ public final class RuntimeImagePublisher {
           + m.subject().map(s -> s.digest().toString()).orElse("missing") + ", not the image manifest " + image);
     }
     return m.layers().get(0);
+  }
+
+  /**
+   * The blob of a listed runtime image for a cold start: as its listing names it ({@link RuntimeImageArtifact#blob}),
+   * without a request, else from its artifact manifest ({@link #blobOf}). The artifact manifest's checks are not
+   * needed for safety: a blob that is no runtime image fails its header, one built for another image fails its
+   * binding ({@link ImageBinding}), and every extent is verified against this image's TOC.
+   */
+  public static Descriptor blobToLoad(RegistryClient client, RuntimeImageArtifact artifact, Digest image)
+      throws IOException {
+    return artifact.blob().isPresent() ? artifact.blob().get() : blobOf(client, artifact, image);
   }
 
   /**
