@@ -422,8 +422,17 @@ class RuntimeImageColdStartIT {
             Thread.sleep(5);
           }
           Thread.sleep(1000);
+          // And until the container's first reads were served, if it got there later (a loaded machine can take more
+          // than the second to pull, create and exec): the reads this tests are those the lookup has not answered.
+          long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+          while (n.metrics().getOrDefault("flatpull_content_served_bytes_total{source=\"lazy\"}", 0.0) == 0
+              && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+          }
         } catch (InterruptedException e) {
           Thread.currentThread().interrupt();
+        } catch (Exception unreadable) {
+          // The metrics could not be read: released now, and the test's assertions say what happened.
         } finally {
           link.releaseHeld();
         }
