@@ -45,6 +45,8 @@ final class ImageSession implements dev.flatpull.runtimeimage.RuntimeImageStream
   volatile boolean announcementLate;
   /** Arrived runtime-image content of layers not mounted yet, pushed into the kernel when they are. */
   final Map<Digest, java.util.Queue<Runnable>> unlanded = new ConcurrentHashMap<>();
+  /** Per mount point and runtime-image path, the path its content is landed under in the kernel, if any. */
+  final Map<String, java.util.Optional<String>> landable = new ConcurrentHashMap<>();
   private final Map<Digest, CompletableFuture<LazyLayer>> layers = new ConcurrentHashMap<>();
   private final AtomicBoolean firstByte = new AtomicBoolean();
   private final LayerOpener opener;

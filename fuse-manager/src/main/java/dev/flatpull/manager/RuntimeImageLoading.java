@@ -343,22 +343,17 @@ final class RuntimeImageLoading {
       metrics.kernelPagesStored(0, pages);
       return;
     }
-    Optional<Path> file = landingPath(m.get().mountPoint(), path);
-    if (file.isEmpty()) {
-      LOG.warning("runtime image of " + s.reference + " names '" + path + "' for kernel landing, which does not lie"
-          + " inside the layer's mount " + m.get().mountPoint() + ": not stored");
+    Optional<String> relative = s.landable.computeIfAbsent(m.get().mountPoint() + "\0" + path,
+        k -> landable(s, m.get().mountPoint(), path));
+    if (relative.isEmpty()) {
       return;
     }
     try {
-      String relative = path.replaceFirst("^/+", "");
-      if (!file.get().equals(m.get().mountPoint().toRealPath().resolve(relative).normalize())) {
-        return;
-      }
       Optional<byte[]> bytes = cache.peek(content);
       if (bytes.isEmpty() || bytes.get().length != length) {
         return;
       }
-      long stored = m.get().store(relative, offset, bytes.get());
+      long stored = m.get().store(relative.get(), offset, bytes.get());
       long storedPages = (stored + 4095) / 4096;
       metrics.kernelPagesStored(storedPages, Math.max(0, pages - storedPages));
       // The service's reads of these bytes never reach this process: they count as served from the runtime image
@@ -367,6 +362,29 @@ final class RuntimeImageLoading {
     } catch (IOException e) {
       // An optimisation only: the service's own read gets the content from the page cache.
       LOG.fine("kernel landing of '" + path + "' failed: " + e);
+    }
+  }
+
+  /**
+   * The path, relative to the mount, under which content of the runtime image's {@code path} is pushed into the kernel,
+   * if it may be: it lies inside the mount and names the file itself, through no symbolic link (whose target's pages
+   * the kernel keeps under another inode). Decided once per file and session ({@link ImageSession#landable}): a layer's
+   * tree does not change, and a file's contents arrive one by one, each of which paid three path resolutions, through
+   * the mount, for the same answer.
+   */
+  private Optional<String> landable(ImageSession s, Path mountPoint, String path) {
+    Optional<Path> file = landingPath(mountPoint, path);
+    if (file.isEmpty()) {
+      LOG.warning("runtime image of " + s.reference + " names '" + path + "' for kernel landing, which does not lie"
+          + " inside the layer's mount " + mountPoint + ": not stored");
+      return Optional.empty();
+    }
+    String relative = path.replaceFirst("^/+", "");
+    try {
+      return file.get().equals(mountPoint.toRealPath().resolve(relative).normalize()) ? Optional.of(relative)
+          : Optional.empty();
+    } catch (IOException e) {
+      return Optional.empty();
     }
   }
 
