@@ -118,11 +118,23 @@ class FuseMountIT {
     Files.delete(dir.getParent());
   }
 
-  /** The second part: the manager's gRPC service on a throwaway server, mount with the manifest, a read, unmount. */
+  /**
+   * The second part: the manager's gRPC service on a throwaway server, mount with the manifest, which finds the image's
+   * runtime image and streams it into the page cache and the kernel's, the files read, unmount, the cache emptied.
+   */
   @Test
-  void warmUpOfTheService_mountsReadsAndUnmountsThroughTheRealService_andLeavesNothingBehind() throws Exception {
+  void warmUpOfTheService_streamsItsRuntimeImageEveryRound_throughTheRealService_andLeavesNothingBehind()
+      throws Exception {
     Path dir = Files.createTempDirectory("flatpull-warm-up").resolve("s");
-    dev.flatpull.snapshotter.warmup.WarmUp.service(dir, "test", System::nanoTime, java.time.InstantSource.system());
+    var streamed = dev.flatpull.snapshotter.warmup.WarmUp.service(dir, "test", System::nanoTime,
+        java.time.InstantSource.system());
+    assertEquals(3, streamed.rounds());
+    // Every round brings the whole runtime image again (the cache was emptied): hundreds of contents, so that the
+    // compiler has seen each per-content path as often as a start does.
+    assertTrue(streamed.contents().get(0) > 500, streamed.toString());
+    assertEquals(List.of(streamed.contents().get(0), streamed.contents().get(0), streamed.contents().get(0)),
+        streamed.contents());
+    assertTrue(streamed.kernelPages() > 0, "content landed in the kernel: " + streamed);
     assertFalse(Files.exists(dir));
     assertEquals(List.of(), dev.flatpull.core.MountTable.under(dir));
     Files.delete(dir.getParent());

@@ -52,6 +52,7 @@ import dev.flatpull.runtimeimage.RuntimeImageDecoder;
 import dev.flatpull.runtimeimage.RuntimeImageFormat;
 import dev.flatpull.runtimeimage.RuntimeImagePublisher;
 import dev.flatpull.runtimeimage.RuntimeImageSelection;
+import dev.flatpull.runtimeimage.RuntimeImageStream;
 import dev.flatpull.trace.LayerTrace;
 import dev.flatpull.trace.PageRun;
 import dev.flatpull.trace.ServiceVersion;
@@ -273,30 +274,42 @@ public final class WarmUp {
       InstantSource clock, Path work) throws IOException {
     LayerOpener opener = new LayerOpener(client, config, work);
     Map<Digest, LayerIndex> indexes = new LinkedHashMap<>();
-    List<LayerTrace> traced = new ArrayList<>();
     for (Descriptor d : manifest.layers()) {
-      LayerIndex index = opener.open(d).index();
-      indexes.put(d.digest(), index);
-      List<String> files = new ArrayList<>();
-      List<PageRun> runs = new ArrayList<>();
-      for (LayerEntry e : index.entries()) {
-        if (e.type() == EntryType.REG && e.size() > 0 && files.size() < 400) {
-          int pages = (int) Math.min(4, (e.size() + LayerTrace.PAGE_SIZE - 1) / LayerTrace.PAGE_SIZE);
-          runs.add(new PageRun(files.size(), 0, pages, 10L * runs.size(), 1));
-          files.add("/" + e.name());
-        }
-      }
-      traced.add(new LayerTrace(d.digest().toString(), files, runs));
+      indexes.put(d.digest(), opener.open(d).index());
     }
-    Trace trace = new Trace(new ServiceVersion(REPOSITORY + ":latest", manifest.digest().toString(), "linux/amd64",
-        List.of("warm-up"), List.of(), "", List.of("exit")), "warm-up", clock.instant(), List.of(1L), traced);
     RuntimeImageBuilder.Built built = new RuntimeImageBuilder(config.runtimeImage(), clock, "warm-up", line -> {})
-        .build(trace, manifest, opener::open);
+        .build(trace(manifest, indexes, 400, 4, 1, clock), manifest, opener::open);
     for (int round = 0; round < RUNTIME_IMAGE_ROUNDS; round++) {
       RuntimeImageFormat.Layout layout = RuntimeImageFormat.read(built.blob());
       RuntimeImageDecoder.decode(layout, built.blob(), ImageBinding.bind(layout.index(), manifest, indexes),
           (l, e, content) -> {});
     }
+  }
+
+  /**
+   * A trace of {@code manifest}'s start that read the first {@code pages} pages (all of them with
+   * {@code Integer.MAX_VALUE}) of every {@code every}-th regular file of each layer, at most {@code files} of them,
+   * one after another.
+   */
+  private static Trace trace(ImageManifest manifest, Map<Digest, LayerIndex> indexes, int files, int pages,
+      int every, InstantSource clock) {
+    List<LayerTrace> traced = new ArrayList<>();
+    for (Map.Entry<Digest, LayerIndex> layer : indexes.entrySet()) {
+      List<String> names = new ArrayList<>();
+      List<PageRun> runs = new ArrayList<>();
+      int regular = 0;
+      for (LayerEntry e : layer.getValue().entries()) {
+        if (e.type() == EntryType.REG && e.size() > 0 && regular++ % every == 0 && names.size() < files) {
+          int read = (int) Math.min(pages, (e.size() + LayerTrace.PAGE_SIZE - 1) / LayerTrace.PAGE_SIZE);
+          runs.add(new PageRun(names.size(), 0, read, 10L * runs.size(), 1));
+          names.add("/" + e.name());
+        }
+      }
+      traced.add(new LayerTrace(layer.getKey().toString(), names, runs));
+    }
+    return new Trace(new ServiceVersion(REPOSITORY + ":latest", manifest.digest().toString(),
+        Platform.current().toString(), List.of("warm-up"), List.of(), "", List.of("exit")), "warm-up", clock.instant(),
+        List.of(1L), traced);
   }
 
   /** A synthetic one-layer eStargz image on a loopback registry, and a registry client (counted nowhere) for it. */
@@ -329,57 +342,147 @@ public final class WarmUp {
   /**
    * The FUSE manager's service path as the daemon calls it, on a throwaway {@link LayerServer} (its own registry client
    * counted nowhere, page cache, threads and metrics) behind the real gRPC service on a socket of its own: status, the
-   * mount of a layer with its image's manifest (which starts the image's session and runtime-image lookup), a read
-   * through the mount, unmount; three times. Cold, the mount request of a node's first remote Prepare spent about 50 ms
-   * on its way through the gRPC service (2 ms link), besides the TOC itself.
+   * mount of a layer with its image's manifest, which starts the image's session, finds the image's runtime image and
+   * streams it into the page cache and the kernel's, every file read through the mount, unmount and an emptied cache;
+   * three times. Cold, the mount request of a node's first remote Prepare spent about 50 ms on its way through the gRPC
+   * service (2 ms link), besides the TOC itself; and a start from a runtime image, which streams and lands a thousand
+   * contents or more, compiled that path as it ran: the compiler's thread took 110-130 ms of the manager's CPU inside
+   * the start, the page cache's memory tier and the stream's and landing's code first among what it compiled.
    */
-  public static void service(Path dir, String version, LongSupplier nanoTime, InstantSource clock)
+  public static Streamed service(Path dir, String version, LongSupplier nanoTime, InstantSource clock)
       throws IOException {
-    service(dir, version, nanoTime, clock, () -> false);
+    return service(dir, version, nanoTime, clock, () -> false);
   }
 
-  private static void service(Path dir, String version, LongSupplier nanoTime, InstantSource clock,
+  /**
+   * What the service warm-up's runtime image brought, over its rounds.
+   *
+   * @param rounds the rounds run
+   * @param contents contents each round's stream delivered, verified, into the page cache
+   * @param kernelPages pages pushed into the kernel's page cache (kernel landing)
+   */
+  public record Streamed(int rounds, List<Long> contents, long kernelPages) {
+    public Streamed {
+      contents = List.copyOf(contents);
+    }
+  }
+
+  /** The throwaway server's metrics: each stream's outcome, and the pages landed in the kernel. */
+  private static final class StreamWatch implements RemoteLayerMetrics {
+    final java.util.concurrent.BlockingQueue<RuntimeImageStream.Outcome> streams =
+        new java.util.concurrent.LinkedBlockingQueue<>();
+    final java.util.concurrent.atomic.AtomicLong kernelPages = new java.util.concurrent.atomic.AtomicLong();
+    private volatile String lookup = "none yet";
+
+    @Override
+    public void runtimeImageLookup(String result) {
+      lookup = result;
+    }
+
+    @Override
+    public void runtimeImageStreamed(RuntimeImageStream.Outcome outcome, java.time.Duration took,
+        Optional<java.time.Duration> traceAge) {
+      streams.add(outcome);
+    }
+
+    @Override
+    public void kernelPagesStored(long stored, long missed) {
+      kernelPages.addAndGet(stored);
+    }
+
+    /** The next stream's outcome; a stream that did not end within {@code seconds}, or failed, fails the warm-up. */
+    RuntimeImageStream.Outcome next(int seconds) throws IOException {
+      RuntimeImageStream.Outcome o;
+      try {
+        o = streams.poll(seconds, java.util.concurrent.TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new java.io.InterruptedIOException("interrupted waiting for the warm-up's runtime image");
+      }
+      if (o == null) {
+        throw new IOException("the warm-up's runtime image was not streamed within " + seconds + " s (lookup: "
+            + lookup + ")");
+      }
+      if (o.failure().isPresent()) {
+        throw new IOException("the warm-up's runtime image failed: " + o.failure().get() + ": " + o.detail());
+      }
+      return o;
+    }
+  }
+
+  /** The service warm-up's image: enough files that each of a start's per-content paths runs hundreds of times. */
+  private static final int SERVICE_FILES = 1200;
+  private static final int SERVICE_LARGE_FILES = 60;
+
+  private static Streamed service(Path dir, String version, LongSupplier nanoTime, InstantSource clock,
       BooleanSupplier asked) throws IOException {
-    try {
-      withTinyImage(dir.resolve("image"), image -> {
-        var manifest = image.clients().client(image.ref()).resolve(image.ref(), Platform.current()).manifest();
-        String pinned = image.ref().withDigest(manifest.digest()).toString();
-        String layer = OciDocuments.writeDescriptor(manifest.layers().get(0));
-        // Its own clients: the tiny image's are closed by withTinyImage, these by the throwaway server.
-        FlatpullConfig config;
-        RegistryClients clients;
-        try {
-          config = config(dir.resolve("root"));
-          clients = RegistryClients.create(config, FetchListener.NONE);
-        } catch (ConfigException e) {
-          throw new IOException(e);
-        }
-        LayerServer server = new LayerServer(config, clients, new FetchStatistics(),
-            PageCache.open(dir.resolve("cache"), new CacheSettings(Optional.empty(), 8L << 20, 64L << 20,
-                CacheSettings.DEFAULTS.reservationWait())), RemoteLayerMetrics.NONE, nanoTime, clock,
-            LayerServer.Threads.create());
-        Path socket = dir.resolve("manager.sock");
-        Server grpc = null;
-        FuseManagerClient client = new FuseManagerClient(socket, List.of(), dir.resolve("manager.log"));
-        try {
-          grpc = UnixSockets.serve(socket, new FuseManagerService(server, config.root(), version));
-          for (int round = 0; round < 3; round++) {
-            unlessAsked(asked);
-            client.status(10);
-            // Inside the manager's root: it refuses mount points anywhere else.
-            Path mountPoint = Files.createDirectories(config.root().resolve("mount-" + round));
-            client.mount(mountPoint, pinned, layer, Optional.of(manifest));
-            Files.readAllBytes(mountPoint.resolve(name(3 + round % 2)));
-            client.unmount(mountPoint);
+    Files.createDirectories(dir);
+    try (LoopbackRegistry registry = LoopbackRegistry.start()) {
+      Path imageDir = Files.createDirectories(dir.resolve("image"));
+      InMemoryLayer layer = InMemoryLayer.write(new LazyLayerWriter(LayerFormat.ESTARGZ,
+          LazyLayerWriter.DEFAULT_CHUNK_SIZE, 1), tar(imageDir, SERVICE_FILES, SERVICE_LARGE_FILES), List.of());
+      serveImage(registry, List.of(new Layer(layer.descriptor(), layer.blob())));
+      ImageReference ref = ImageReference.parse(registry.address() + "/" + REPOSITORY + ":latest");
+      FlatpullConfig config = config(dir.resolve("root"));
+      ImageManifest manifest;
+      List<String> files = new ArrayList<>();
+      // Its own clients for the image and its runtime image; the throwaway server's are its own, closed with it.
+      try (RegistryClients publishing = RegistryClients.create(config(imageDir), FetchListener.NONE)) {
+        RegistryClient client = publishing.client(ref);
+        manifest = client.resolve(ref, Platform.current()).manifest();
+        LayerOpener opener = new LayerOpener(client, config, imageDir.resolve("work"));
+        Map<Digest, LayerIndex> indexes = Map.of(layer.descriptor().digest(), opener.open(layer.descriptor()).index());
+        // Half of the files, whole: a runtime image is a start's working set, never the whole image
+        // ([runtime_image] max_share).
+        Trace trace = trace(manifest, indexes, Integer.MAX_VALUE, Integer.MAX_VALUE, 2, clock);
+        trace.layers().forEach(t -> files.addAll(t.files()));
+        RuntimeImageBuilder.Built built = new RuntimeImageBuilder(config.runtimeImage(), clock, "warm-up", line -> {})
+            .build(trace, manifest, opener::open);
+        RuntimeImagePublisher.of(client, clock).push(built.index(), built.blob(), new Descriptor(
+            MediaTypes.OCI_MANIFEST, manifest.digest(), manifest.raw().length, Map.of()));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new java.io.InterruptedIOException("interrupted publishing the warm-up's runtime image");
+      }
+      String pinned = ref.withDigest(manifest.digest()).toString();
+      String layerJson = OciDocuments.writeDescriptor(manifest.layers().get(0));
+      RegistryClients clients = RegistryClients.create(config, FetchListener.NONE);
+      StreamWatch watch = new StreamWatch();
+      List<Long> contents = new ArrayList<>();
+      LayerServer server = new LayerServer(config, clients, new FetchStatistics(),
+          PageCache.open(dir.resolve("cache"), new CacheSettings(Optional.empty(), 8L << 20, 64L << 20,
+              CacheSettings.DEFAULTS.reservationWait())), watch, nanoTime, clock, LayerServer.Threads.create());
+      Path socket = dir.resolve("manager.sock");
+      Server grpc = null;
+      FuseManagerClient client = new FuseManagerClient(socket, List.of(), dir.resolve("manager.log"));
+      try {
+        grpc = UnixSockets.serve(socket, new FuseManagerService(server, config.root(), version));
+        for (int round = 0; round < 3; round++) {
+          unlessAsked(asked);
+          client.status(10);
+          // Inside the manager's root: it refuses mount points anywhere else.
+          Path mountPoint = Files.createDirectories(config.root().resolve("mount-" + round));
+          client.mount(mountPoint, pinned, layerJson, Optional.of(manifest));
+          // The stream first, whole: a read before the lookup found it would go to the lazy loader, and the stream
+          // would leave what that read fetched alone. Then the service's reads, of content on the node.
+          contents.add(watch.next(10).delivered());
+          for (String f : files) {
+            Files.readAllBytes(mountPoint.resolve(f.substring(1)));
           }
-        } finally {
-          client.close();
-          if (grpc != null) {
-            UnixSockets.stop(grpc);
-          }
-          server.close();
+          client.unmount(mountPoint);
+          // So that the next round's stream brings everything again.
+          server.emptyCache();
         }
-      });
+        return new Streamed(contents.size(), contents, watch.kernelPages.get());
+      } finally {
+        client.close();
+        if (grpc != null) {
+          UnixSockets.stop(grpc);
+        }
+        server.close();
+      }
+    } catch (ConfigException e) {
+      throw new IOException(e);
     } finally {
       deleteTree(dir);
     }
