@@ -63,6 +63,34 @@ class WarmUpWhileServingTest {
     assertFalse(Files.exists(root.resolve("warm-up")));
   }
 
+  /**
+   * Not asked for: every step runs (the service's runtime image streamed; a failure of any step is logged as the
+   * warm-up's failure), and the young generation is emptied last, once nothing of the warm-up allocates any more.
+   */
+  @Test
+  void notAskedFor_runsEveryStep_thenCollectsItsGarbage() throws Exception {
+    FlatpullConfig config = FlatpullConfig.parse("flatpull.toml", "root = \"" + root + "\"\n");
+
+    WarmUp.whileServing(config, "test", () -> false);
+
+    assertFalse(logged.stream().anyMatch(m -> m.startsWith("warm-up failed") || m.startsWith("warm-up stopped")),
+        String.valueOf(logged));
+    int collected = indexOf(m -> m.startsWith("warm-up's garbage collected in "));
+    int warmed = indexOf(m -> m.startsWith("warmed up the remote-layer path in "));
+    assertTrue(collected >= 0 && warmed > collected, "collected, then warmed up: " + logged);
+    assertFalse(Files.exists(root.resolve("warm-up-service")));
+    assertFalse(Files.exists(root.resolve("warm-up")));
+  }
+
+  private int indexOf(java.util.function.Predicate<String> p) {
+    for (int i = 0; i < logged.size(); i++) {
+      if (p.test(logged.get(i))) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
   @Test
   void warmUpOff_runsNothing() throws Exception {
     FlatpullConfig config = FlatpullConfig.parse("flatpull.toml",
