@@ -313,7 +313,8 @@ public final class FlatpullDaemon implements AutoCloseable {
     return b.append("]\n").toString();
   }
 
-  static Path jar() throws IOException {
+  /** The built jar flatpull runs from. */
+  public static Path jar() throws IOException {
     Path root = Path.of(System.getProperty("flatpull.root", "..")).toAbsolutePath().normalize();
     try (var s = Files.list(root.resolve("snapshotter/target"))) {
       return s.filter(p -> p.getFileName().toString().matches("flatpull-snapshotter-.*-all\\.jar")).findFirst()

@@ -536,7 +536,50 @@ public final class ColdStartBenchmark {
             (daemon + manager) >> 20, used >> 20));
       }
     }
+    b.append(floor(seconds));
     return b.toString();
+  }
+
+  /**
+   * The floor of what flatpull's two processes hold: two JVMs started as the daemon and its FUSE manager are (the
+   * documented unit's options, the manager's default options, the same jar on the class path) whose main does nothing
+   * ({@link IdleJvm}), measured as {@link #atRest} measures them, in one memory group. A row of its table.
+   */
+  static String floor(int seconds) throws Exception {
+    progress("at rest: the floor, two idle JVMs, " + seconds + " s");
+    String classpath = FlatpullDaemon.jar() + ":" + Path.of(IdleJvm.class.getProtectionDomain().getCodeSource()
+        .getLocation().toURI());
+    List<List<String>> commands = new ArrayList<>();
+    for (List<String> options : List.of(DocumentedSetUp.daemonJavaOptions(),
+        dev.flatpull.config.SnapshotterSettings.FUSE_MANAGER_JAVA_OPTIONS)) {
+      List<String> cmd = new ArrayList<>(List.of("java"));
+      cmd.addAll(options);
+      cmd.addAll(List.of("-cp", classpath, IdleJvm.class.getName()));
+      commands.add(cmd);
+    }
+    MemoryCgroup group = newGroup();
+    List<Process> jvms = new ArrayList<>();
+    try (group) {
+      for (List<String> cmd : commands) {
+        jvms.add(new ProcessBuilder(group.wrap(cmd)).redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.DISCARD).start());
+      }
+      Thread.sleep(seconds * 1000L);
+      for (Process p : jvms) {
+        if (!p.isAlive()) {
+          throw new IOException("an idle JVM exited " + p.exitValue() + ": " + commands.get(jvms.indexOf(p)));
+        }
+      }
+      long daemon = Processes.residentBytes(jvms.get(0).pid());
+      long manager = Processes.residentBytes(jvms.get(1).pid());
+      long used = group.usageBytes();
+      return String.format(Locale.ROOT, "| floor: two idle JVMs, the same options and jar | %d | %d | %d | %d |%n",
+          daemon >> 20, manager >> 20, (daemon + manager) >> 20, used >> 20);
+    } finally {
+      for (Process p : jvms) {
+        p.destroyForcibly().waitFor();
+      }
+    }
   }
 
   private Node flatpullNode(String mode) throws Exception {
