@@ -358,10 +358,10 @@ public final class WarmUp {
    * The FUSE manager's service path as the daemon calls it, on a throwaway {@link LayerServer} (its own registry client
    * counted nowhere, page cache, threads and metrics) behind the real gRPC service on a socket of its own: status, the
    * mount of a layer with its image's manifest, which starts the image's session, finds the image's runtime image and
-   * streams it into the page cache and the kernel's, every file read through the mount, unmount and an emptied cache;
+   * streams it into the page cache and the kernel's, its files read through the mount, unmount and an emptied cache;
    * three times. Cold, the mount request of a node's first remote Prepare spent about 50 ms on its way through the gRPC
    * service (2 ms link), besides the TOC itself; and a start from a runtime image, which streams and lands a thousand
-   * contents or more, compiled that path as it ran: the compiler's thread took 110-130 ms of the manager's CPU inside
+   * contents or more, compiled that path as it ran: the compiler's thread took 85-171 ms of the manager's CPU inside
    * the start, the page cache's memory tier and the stream's and landing's code first among what it compiled.
    */
   public static Streamed service(Path dir, String version, LongSupplier nanoTime, InstantSource clock)
