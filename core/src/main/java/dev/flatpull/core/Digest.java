@@ -33,11 +33,12 @@ public final class Digest {
           case "sha512" -> 128;
           default -> throw new IllegalArgumentException("unsupported digest algorithm '" + algorithm + "'");
         };
-    if (!isLowerHex(hex, length)) {
+    byte[] parsed = hex.length() == length ? lowerHex(hex, 0, length) : null;
+    if (parsed == null) {
       throw new IllegalArgumentException("malformed " + algorithm + " digest hex '" + hex + "'");
     }
     this.algorithm = length == 64 ? "sha256" : "sha512";
-    this.bytes = HexFormat.of().parseHex(hex);
+    this.bytes = parsed;
     this.hash = Arrays.hashCode(bytes) * 31 + length;
   }
 
@@ -66,24 +67,32 @@ public final class Digest {
     return hash;
   }
 
-  // A loop, not a regex: TOCs carry a digest per chunk, and parsing them is on the cold-start path.
-  private static boolean isLowerHex(String s, int length) {
-    return isLowerHex(s, 0, length);
+  // A loop, not a regex or two passes: TOCs carry a digest per chunk, and parsing them is on the cold-start path.
+  /**
+   * The bytes that the {@code length} lower-case hex digits of {@code s} at {@code from} spell, or null when they are
+   * not such digits: checked and decoded in one pass (a TOC's parse decodes a digest per chunk, in C1 code).
+   */
+  private static byte[] lowerHex(String s, int from, int length) {
+    // Its bytes first (a copy, for Latin-1 text; any other character becomes '?'): charAt is a call per character in
+    // C1 code.
+    byte[] text = s.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+    byte[] out = new byte[length / 2];
+    for (int k = 0; k < out.length; k++) {
+      int hi = nibble(text[from + 2 * k]);
+      int lo = nibble(text[from + 2 * k + 1]);
+      if ((hi | lo) < 0) {
+        return null;
+      }
+      out[k] = (byte) (hi << 4 | lo);
+    }
+    return out;
   }
 
-  /** Whether {@code s} from {@code from} to its end is {@code length} lower-case hex digits. */
-  private static boolean isLowerHex(String s, int from, int length) {
-    if (s.length() - from != length) {
-      return false;
-    }
-    for (int i = from; i < from + length; i++) {
-      char c = s.charAt(i);
-      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-        return false;
-      }
-    }
-    return true;
+  /** The value of a lower-case hex digit, or -1. */
+  private static int nibble(byte c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
   }
+
 
   /**
    * Parses {@code algorithm:hex}.
@@ -97,8 +106,11 @@ public final class Digest {
       throw new IllegalArgumentException("malformed digest '" + text + "': expected algorithm:hex");
     }
     // sha256, the digest of nearly every chunk of a TOC, parsed in place: two substrings per chunk were garbage.
-    if (colon == 6 && text.startsWith("sha256") && isLowerHex(text, colon + 1, 64)) {
-      return new Digest("sha256", HexFormat.of().parseHex(text, colon + 1, text.length()));
+    if (colon == 6 && text.length() == 71 && text.startsWith("sha256")) {
+      byte[] parsed = lowerHex(text, colon + 1, 64);
+      if (parsed != null) {
+        return new Digest("sha256", parsed);
+      }
     }
     return new Digest(text.substring(0, colon), text.substring(colon + 1));
   }

@@ -29,8 +29,9 @@ import java.util.Optional;
  * sizes and limits, chunk coverage (contiguous, summing to the file size, each with a digest), stored ranges inside
  * the blob's data area and not overlapping, hard-link targets.
  *
- * <p>Streams the JSON twice (Jackson's token parser), never holding a tree or an object per entry beyond the index it
- * builds: the first pass reads the version, counts the entries against the limit and gathers where stored chunks
+ * <p>Reads the JSON twice, never holding a tree or an object per entry beyond the index it builds: from the bytes held
+ * in memory with {@link TocJson}, or, for a TOC too large to hold, streamed through Jackson's token parser (the same
+ * walk, the same refusals). The first pass reads the version, counts the entries against the limit and gathers where stored chunks
  * start (an eStargz chunk ends where the next begins); the second builds each entry as it passes. A TOC of a million
  * entries would otherwise cost a parsed object per entry on top of the index (see docs/benchmarks.md).
  */
@@ -188,7 +189,40 @@ final class TocParser {
       throws IOException {
     Optional<byte[]> held = json.held();
     if (held.isPresent()) {
-      stream(JSON.createParser(held.get()), layer, top, visitor, maxEntries);
+      TocJson.read(held.get(), layer, top != null, maxEntries, new TocJson.Document() {
+        @Override
+        public void version(Integer v) {
+          if (top != null) {
+            top.version = v;
+          }
+        }
+
+        @Override
+        public void tarSplitDigest(String text) {
+          if (top != null) {
+            top.tarSplitDigest = text;
+          }
+        }
+
+        @Override
+        public void entries() {
+          if (top != null) {
+            top.hasEntries = true;
+          }
+        }
+
+        @Override
+        public void entry(int i, EntryJson e) throws IOException {
+          visitor.visit(i, e);
+        }
+
+        @Override
+        public void entriesEnd(int count) {
+          if (top != null) {
+            top.entries = count;
+          }
+        }
+      });
     } else {
       try (InputStream in = json.open()) {
         stream(JSON.createParser(in), layer, top, visitor, maxEntries);
