@@ -84,13 +84,16 @@ public final class LayerServer implements AutoCloseable {
     /** Daemon threads named for what they do. */
     public static Threads create() {
       // Each pool's threads set their CPU priority when they start (CpuPriority): what a read waits for ahead of the
-      // services (its requests, which decode what it needs as it arrives, and the runtime-image stream), the rest at
-      // the default, whoever made the thread.
+      // services (its requests, which decode what it needs as it arrives, the runtime-image stream, and the TOCs,
+      // which every Prepare of the image and so every first read waits for), the rest at the default, whoever made
+      // the thread.
       return new Threads(Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors(), daemon("flatpull-decode")),
           // Bounded by the reads that start requests (libfuse's threads); past the bound a read sends its own.
           new java.util.concurrent.ThreadPoolExecutor(0, 64, 30, java.util.concurrent.TimeUnit.SECONDS,
               new java.util.concurrent.SynchronousQueue<>(), dev.flatpull.fuse.CpuPriority.ahead("flatpull-transfer")),
-          Executors.newFixedThreadPool(4, daemon("flatpull-toc")),
+          // Below the stream, the TOC's parse took longer when the stream got faster: 30-80 ms more in five of eight
+          // cells (docs/benchmarks.md, "The runtime-image path in the warm-up").
+          Executors.newFixedThreadPool(4, dev.flatpull.fuse.CpuPriority.ahead("flatpull-toc")),
           Executors.newCachedThreadPool(dev.flatpull.fuse.CpuPriority.ahead("flatpull-runtime-image")),
           Executors.newSingleThreadExecutor(daemon("flatpull-prefetch")),
           Executors.newSingleThreadExecutor(daemon("flatpull-landing")),

@@ -284,7 +284,7 @@ final class EntryTable {
           wholeRef = ref; // a file of one chunk: its digest is its chunk's, stored once
         }
         chunks.putLong(o + C_FILE_OFFSET, ch.fileOffset()).putLong(o + C_SIZE, ch.size())
-            .putLong(o + C_STORED_OFFSET, ch.stored().offset()).putLong(o + C_STORED_LENGTH, ch.stored().length())
+            .putLong(o + C_STORED_OFFSET, ch.storedOffset()).putLong(o + C_STORED_LENGTH, ch.storedLength())
             .putLong(o + C_INNER_OFFSET, ch.innerOffset()).putInt(o + C_DIGEST, ref);
       }
       records.putInt(r + R_DIGEST, whole == null ? -1 : wholeRef >= 0 ? wholeRef : area.digest(whole));

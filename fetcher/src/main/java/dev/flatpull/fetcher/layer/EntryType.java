@@ -10,6 +10,8 @@ public enum EntryType {
   BLOCK("block"),
   FIFO("fifo");
 
+  // values() copies its array on every call, and a TOC's parse asks once per entry.
+  private static final EntryType[] VALUES = values();
   private final String tocName;
 
   EntryType(String tocName) {
@@ -22,7 +24,7 @@ public enum EntryType {
 
   /** The type for a TOC {@code type} value, or null when the value is not an entry type ({@code chunk} or unknown). */
   static EntryType fromToc(String name) {
-    for (EntryType t : values()) {
+    for (EntryType t : VALUES) {
       if (t.tocName.equals(name)) {
         return t;
       }

@@ -46,6 +46,21 @@ public final class LayerChunk {
     return new ByteRange(storedOffset, storedLength);
   }
 
+  /** Where {@link #stored()} starts, without making the range: reads and the TOC's parse ask for it per chunk. */
+  public long storedOffset() {
+    return storedOffset;
+  }
+
+  /** Where {@link #stored()} ends. */
+  public long storedEnd() {
+    return storedOffset + storedLength;
+  }
+
+  /** {@link #stored()}'s length: 0 for a hole. */
+  public long storedLength() {
+    return storedLength;
+  }
+
   public long innerOffset() {
     return innerOffset;
   }

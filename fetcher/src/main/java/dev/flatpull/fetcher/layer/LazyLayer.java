@@ -215,12 +215,12 @@ public final class LazyLayer {
   private void fetchOwned(String owner, List<LayerChunk> mine, Map<LayerChunk, CompletableFuture<VerifiedContent>> futures,
       java.util.concurrent.Executor on, java.util.Set<LayerChunk> urgent) {
     List<LayerChunk> sorted = new ArrayList<>(mine);
-    sorted.sort(Comparator.comparingLong((LayerChunk c) -> c.stored().offset()));
+    sorted.sort(Comparator.comparingLong((LayerChunk c) -> c.storedOffset()));
     int i = 0;
     while (i < sorted.size()) {
       int j = i + 1;
-      long start = sorted.get(i).stored().offset();
-      long end = sorted.get(i).stored().end();
+      long start = sorted.get(i).storedOffset();
+      long end = sorted.get(i).storedEnd();
       while (j < sorted.size()) {
         ByteRange next = sorted.get(j).stored();
         if (next.offset() - end > coalesceGap || Math.max(end, next.end()) - start > MAX_REQUEST) {
@@ -231,7 +231,7 @@ public final class LazyLayer {
       }
       // In the order their last bytes arrive: handed to the decoder one after another as the body comes in.
       List<LayerChunk> group = new ArrayList<>(sorted.subList(i, j));
-      group.sort(Comparator.comparingLong((LayerChunk c) -> c.stored().end()));
+      group.sort(Comparator.comparingLong((LayerChunk c) -> c.storedEnd()));
       ByteRange range = ByteRange.between(start, end);
       Runnable transfer = () -> transfer(owner, group, range, futures, urgent);
       try {
@@ -282,10 +282,10 @@ public final class LazyLayer {
   /** Hands the next chunks of {@code group} whose bytes are all among the first {@code have} of {@code buf} to the decoder. */
   private void handOver(String owner, List<LayerChunk> group, ByteRange range, byte[] buf, int have, int[] handed,
       Map<LayerChunk, CompletableFuture<VerifiedContent>> futures, java.util.Set<LayerChunk> urgent) {
-    while (handed[0] < group.size() && group.get(handed[0]).stored().end() - range.offset() <= have) {
+    while (handed[0] < group.size() && group.get(handed[0]).storedEnd() - range.offset() <= have) {
       LayerChunk c = group.get(handed[0]++);
       CompletableFuture<VerifiedContent> f = futures.get(c);
-      int at = (int) (c.stored().offset() - range.offset());
+      int at = (int) (c.storedOffset() - range.offset());
       Runnable work = () -> {
         try {
           f.complete(decode(owner, c, buf, at));
@@ -307,11 +307,11 @@ public final class LazyLayer {
 
   private VerifiedContent decode(String owner, LayerChunk c, byte[] buf, int off) throws IOException {
     String subject = "chunk at offset " + c.fileOffset() + " of " + owner + " in layer " + index.blob();
-    if (c.stored().isEmpty()) {
+    if (c.storedLength() == 0) {
       // A hole: zeros the verified TOC defines, nothing fetched.
       return VerifiedContent.of(new byte[(int) c.size()]);
     }
-    int len = (int) c.stored().length();
+    int len = (int) c.storedLength();
     byte[] data;
     try {
       data = index.compression() == ChunkCompression.GZIP

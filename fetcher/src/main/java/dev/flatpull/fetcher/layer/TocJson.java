@@ -225,21 +225,21 @@ final class TocJson {
         case NAME -> e.name = text(where, "name");
         case TYPE -> e.type = type(where);
         case SIZE -> e.size = number(where, "size");
-        case MODTIME -> e.modtime = text(where, "modtime");
+        case MODTIME -> e.modtime = repeated(where, "modtime", TIMES);
         case LINK_NAME -> e.linkName = text(where, "linkName");
         case MODE -> e.mode = number(where, "mode");
         case UID -> e.uid = number(where, "uid");
         case GID -> e.gid = number(where, "gid");
-        case USER_NAME -> e.userName = text(where, "userName");
-        case GROUP_NAME -> e.groupName = text(where, "groupName");
+        case USER_NAME -> e.userName = repeated(where, "userName", USERS);
+        case GROUP_NAME -> e.groupName = repeated(where, "groupName", GROUPS);
         case DEV_MAJOR -> e.devMajor = number(where, "devMajor");
         case DEV_MINOR -> e.devMinor = number(where, "devMinor");
-        case DIGEST -> e.digest = text(where, "digest");
+        case DIGEST -> e.digest = repeated(where, "digest", DIGESTS);
         case OFFSET -> e.offset = number(where, "offset");
         case END_OFFSET -> e.endOffset = number(where, "endOffset");
         case CHUNK_OFFSET -> e.chunkOffset = number(where, "chunkOffset");
         case CHUNK_SIZE -> e.chunkSize = number(where, "chunkSize");
-        case CHUNK_DIGEST -> e.chunkDigest = text(where, "chunkDigest");
+        case CHUNK_DIGEST -> e.chunkDigest = repeated(where, "chunkDigest", DIGESTS);
         case INNER_OFFSET -> e.innerOffset = number(where, "innerOffset");
         case CHUNK_TYPE -> e.chunkType = text(where, "chunkType");
         case XATTRS -> e.xattrs = xattrs(where);
@@ -300,6 +300,44 @@ final class TocJson {
       }
     }
     return true;
+  }
+
+  // Values that repeat from one entry to the next (an owner; a time; a file's digest, which its one chunk's repeats):
+  // the last of each kind, where its bytes lie, so that a repeat is the same string, neither made again nor hashed
+  // again where the parser interns it.
+  private static final int USERS = 0, GROUPS = 1, TIMES = 2, DIGESTS = 3;
+  private final String[] lastText = new String[4];
+  private final int[] lastFrom = new int[4];
+  private final int[] lastTo = new int[4];
+
+  /** {@link #text}, the same string as the last value of {@code kind} when its bytes are the same. */
+  private String repeated(TocParser.Where where, String field, int kind) throws IOException {
+    if (ws() != '"') {
+      return text(where, field);
+    }
+    string();
+    if (!plain) {
+      return decoded();
+    }
+    int n = to - from;
+    String last = lastText[kind];
+    if (last != null && lastTo[kind] - lastFrom[kind] == n) {
+      byte[] b = this.b;
+      int f = from;
+      int g = lastFrom[kind];
+      int k = 0;
+      while (k < n && b[f + k] == b[g + k]) {
+        k++;
+      }
+      if (k == n) {
+        return last;
+      }
+    }
+    String s = new String(b, from, n, StandardCharsets.ISO_8859_1);
+    lastText[kind] = s;
+    lastFrom[kind] = from;
+    lastTo[kind] = to;
+    return s;
   }
 
   /** A text field's value: a string, or the text of a number or boolean (as Jackson's getValueAsString gives it). */

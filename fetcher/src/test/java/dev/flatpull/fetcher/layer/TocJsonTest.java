@@ -173,26 +173,30 @@ class TocJsonTest {
     return held;
   }
 
-  private static String outcome(byte[] json, boolean held) {
+  static String outcome(byte[] json, boolean held) {
     TocParser.JsonSource source = held ? TocParser.held(json) : () -> new ByteArrayInputStream(json);
     try {
-      LayerIndex index = TocParser.parse(source, Optional.empty(), "layer", LayerFormat.ESTARGZ, BLOB, Optional.empty(),
-          ChunkCompression.GZIP, 1L << 20, LIMITS, held ? Integer.MAX_VALUE : 0);
-      StringBuilder out = new StringBuilder("index: ");
-      out.append(index.prioritized()).append('\n');
-      for (LayerEntry e : index.entries()) {
-        out.append(e.name()).append('|').append(e.type()).append('|').append(e.size()).append('|').append(e.mode())
-            .append('|').append(e.uid()).append('|').append(e.gid()).append('|').append(e.userName()).append('|')
-            .append(e.groupName()).append('|').append(e.modTime()).append('|').append(e.linkName()).append('|')
-            .append(e.devMajor()).append(',').append(e.devMinor()).append('|').append(e.digest()).append('|')
-            .append(e.chunks());
-        e.xattrs().forEach((k, v) -> out.append('|').append(k).append('=').append(Base64.getEncoder().encodeToString(v)));
-        out.append('\n');
-      }
-      return out.toString();
+      return describe(TocParser.parse(source, Optional.empty(), "layer", LayerFormat.ESTARGZ, BLOB, Optional.empty(),
+          ChunkCompression.GZIP, 1L << 20, LIMITS, held ? Integer.MAX_VALUE : 0));
     } catch (IOException | RuntimeException e) {
       return e.getClass().getSimpleName() + ": " + e.getMessage();
     }
+  }
+
+  /** Every part of {@code index} a reader uses, as text. */
+  static String describe(LayerIndex index) {
+    StringBuilder out = new StringBuilder("index: ");
+    out.append(index.prioritized()).append('\n');
+    for (LayerEntry e : index.entries()) {
+      out.append(e.name()).append('|').append(e.type()).append('|').append(e.size()).append('|').append(e.mode())
+          .append('|').append(e.uid()).append('|').append(e.gid()).append('|').append(e.userName()).append('|')
+          .append(e.groupName()).append('|').append(e.modTime()).append('|').append(e.linkName()).append('|')
+          .append(e.devMajor()).append(',').append(e.devMinor()).append('|').append(e.digest()).append('|')
+          .append(e.chunks());
+      e.xattrs().forEach((k, v) -> out.append('|').append(k).append('=').append(Base64.getEncoder().encodeToString(v)));
+      out.append('\n');
+    }
+    return out.toString();
   }
 
   private static byte[] concat(byte[] a, byte[] b) {
