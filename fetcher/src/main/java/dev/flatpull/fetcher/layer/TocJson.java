@@ -158,15 +158,10 @@ final class TocJson {
       } else {
         skip(0);
       }
-      c = ws();
-      if (c == ',') {
-        i++;
-        c = ws();
-      } else if (c == '}') {
+      if (!more('}')) {
         return;
-      } else {
-        throw unexpected(c, "',' or '}'");
       }
+      c = ws();
     }
   }
 
@@ -194,16 +189,10 @@ final class TocJson {
       entry(e, where, survey);
       d.entry(n, e);
       n++;
-      c = ws();
-      if (c == ',') {
-        i++;
-        c = ws();
-      } else if (c == ']') {
-        i++;
+      if (!more(']')) {
         return n;
-      } else {
-        throw unexpected(c, "',' or ']'");
       }
+      c = ws();
     }
   }
 
@@ -245,16 +234,10 @@ final class TocJson {
         case XATTRS -> e.xattrs = xattrs(where);
         default -> skip(0);
       }
-      c = ws();
-      if (c == ',') {
-        i++;
-        c = ws();
-      } else if (c == '}') {
-        i++;
+      if (!more('}')) {
         return;
-      } else {
-        throw unexpected(c, "',' or '}'");
       }
+      c = ws();
     }
   }
 
@@ -282,11 +265,7 @@ final class TocJson {
         }
       }
     }
-    int colon = ws();
-    if (colon != ':') {
-      throw unexpected(colon, "':'");
-    }
-    i++;
+    colon();
     return field;
   }
 
@@ -446,23 +425,36 @@ final class TocJson {
       }
       string();
       String k = plain ? new String(b, from, to - from, StandardCharsets.ISO_8859_1) : decoded();
-      int colon = ws();
-      if (colon != ':') {
-        throw unexpected(colon, "':'");
-      }
-      i++;
+      colon();
       m.put(k, text(where, "xattrs." + k));
-      c = ws();
-      if (c == ',') {
-        i++;
-        c = ws();
-      } else if (c == '}') {
-        i++;
+      if (!more('}')) {
         return m;
-      } else {
-        throw unexpected(c, "',' or '}'");
       }
+      c = ws();
     }
+  }
+
+  /** The ':' after a field's name. */
+  private void colon() throws LayerFormatException {
+    int c = ws();
+    if (c != ':') {
+      throw unexpected(c, "':'");
+    }
+    i++;
+  }
+
+  /** After a member or an element: true when a ',' follows, false when {@code close} does (either read). */
+  private boolean more(char close) throws LayerFormatException {
+    int c = ws();
+    if (c == ',') {
+      i++;
+      return true;
+    }
+    if (c == close) {
+      i++;
+      return false;
+    }
+    throw unexpected(c, "',' or '" + close + "'");
   }
 
   /** Skips any value, checking its syntax. */
@@ -493,22 +485,12 @@ final class TocJson {
             throw unexpected(c, "a field name");
           }
           skip(depth + 1);
-          int colon = ws();
-          if (colon != ':') {
-            throw unexpected(colon, "':'");
-          }
-          i++;
+          colon();
           skip(depth + 1);
-          c = ws();
-          if (c == ',') {
-            i++;
-            c = ws();
-          } else if (c == '}') {
-            i++;
+          if (!more('}')) {
             return;
-          } else {
-            throw unexpected(c, "',' or '}'");
           }
+          c = ws();
         }
       }
       case '[' -> {
@@ -520,14 +502,8 @@ final class TocJson {
         }
         while (true) {
           skip(depth + 1);
-          c = ws();
-          if (c == ',') {
-            i++;
-          } else if (c == ']') {
-            i++;
+          if (!more(']')) {
             return;
-          } else {
-            throw unexpected(c, "',' or ']'");
           }
         }
       }
