@@ -67,10 +67,10 @@ public final class Digest {
     return hash;
   }
 
-  // A loop, not a regex or two passes: TOCs carry a digest per chunk, and parsing them is on the cold-start path.
   /**
    * The bytes that the {@code length} lower-case hex digits of {@code s} at {@code from} spell, or null when they are
-   * not such digits: checked and decoded in one pass (a TOC's parse decodes a digest per chunk, in C1 code).
+   * not such digits: checked and decoded in one loop, not a regex or two passes (a TOC's parse decodes a digest per
+   * chunk on the cold-start path, in C1 code).
    */
   private static byte[] lowerHex(String s, int from, int length) {
     // Its bytes first (a copy, for Latin-1 text; any other character becomes '?'): charAt is a call per character in
@@ -92,7 +92,6 @@ public final class Digest {
   private static int nibble(byte c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
   }
-
 
   /**
    * Parses {@code algorithm:hex}.
