@@ -468,6 +468,12 @@ final class TocParser {
     return e.offset != null && ("reg".equals(e.type) || "chunk".equals(e.type)) && e.offset > 0;
   }
 
+  /**
+   * The most entries that wait at once in one pass before it gives way to two: a run of files sharing a stored member
+   * waits whole, and a TOC of many entries at one offset would otherwise hold an object per entry.
+   */
+  static final int MAX_WAITING = 4096;
+
   /** Why a TOC is read twice after all (no stack trace: it is not an error). */
   private static final class TwoPassesNeeded extends RuntimeException {
     static final TwoPassesNeeded INSTANCE = new TwoPassesNeeded();
@@ -597,7 +603,7 @@ final class TocParser {
           if (waiting.isEmpty()) {
             landmarkAt = order.size;
           } else {
-            waiting.add(LANDMARK);
+            hold(LANDMARK);
           }
         }
         return;
@@ -611,7 +617,7 @@ final class TocParser {
       } else if (waiting.isEmpty()) {
         add(b.build(layer), entries, hardLinks, stored);
       } else {
-        waiting.add(b.build(layer));
+        hold(b.build(layer));
       }
     }
 
@@ -620,8 +626,15 @@ final class TocParser {
         order.add(add(b.build(layer), entries, hardLinks, stored));
         b.frames().ifPresent(frames::add);
       } else {
-        waiting.add(b);
+        hold(b);
       }
+    }
+
+    private void hold(Object o) {
+      if (waiting.size() >= MAX_WAITING) {
+        throw TwoPassesNeeded.INSTANCE;
+      }
+      waiting.add(o);
     }
 
     /** Every chunk whose end is not known yet ends at {@code next}: a start after all of theirs. */

@@ -111,6 +111,20 @@ class TocOnePassTest {
   }
 
   @Test
+  void moreEntriesWaitingThanTheBound_areReadInTwoPasses() throws IOException {
+    // Files packed into one stored member (eStargz inner offsets): every one waits for a start after them.
+    String[] files = new String[TocParser.MAX_WAITING + 10];
+    for (int k = 0; k < files.length; k++) {
+      files[k] = HostileLayers.reg("f" + k, 1, 100, ",\"innerOffset\":" + k);
+    }
+    byte[] json = HostileLayers.toc(files).getBytes(StandardCharsets.UTF_8);
+    assertTrue(onePass(json, 1L << 20).isEmpty());
+    byte[] fewer = HostileLayers.toc(java.util.Arrays.copyOf(files, 100)).getBytes(StandardCharsets.UTF_8);
+    sameInOnePass(fewer, 1L << 20, LayerFormat.ESTARGZ);
+    assertEquals(files.length, parse(json, 1L << 20).entries().size());
+  }
+
+  @Test
   void aVersionAfterTheEntries_isReadInTwoPasses() throws IOException {
     byte[] json = ("{\"entries\":[" + HostileLayers.reg("a", 5, 100, "") + "],\"version\":1}")
         .getBytes(StandardCharsets.UTF_8);
