@@ -119,12 +119,11 @@ final class TocJson {
       }
       throw new LayerFormatException(layer + ": TOC version is null, expected 1");
     }
-    i++;
     TocParser.EntryJson e = new TocParser.EntryJson();
-    c = ws();
-    if (c == '}') {
+    if (closed('}')) {
       return;
     }
+    c = ws();
     while (true) {
       int field = key(c);
       int v = ws();
@@ -166,13 +165,11 @@ final class TocJson {
   }
 
   private int entries(boolean survey, long maxEntries, Document d, TocParser.EntryJson e) throws IOException {
-    i++;
-    int c = ws();
-    int n = 0;
-    if (c == ']') {
-      i++;
+    if (closed(']')) {
       return 0;
     }
+    int c = ws();
+    int n = 0;
     while (true) {
       TocParser.Where where = new TocParser.Where(layer, n, null);
       if (c == 'n') {
@@ -199,12 +196,10 @@ final class TocJson {
   /** One entry object into {@code e}; {@code i} is on its '{'. */
   private void entry(TocParser.EntryJson e, TocParser.Where where, boolean survey) throws IOException {
     e.clear();
-    i++;
-    int c = ws();
-    if (c == '}') {
-      i++;
+    if (closed('}')) {
       return;
     }
+    int c = ws();
     while (true) {
       int field = key(c);
       if (survey && field != TYPE && field != OFFSET) {
@@ -412,13 +407,11 @@ final class TocJson {
       valueStart(c);
       throw new LayerFormatException(where + ": field 'xattrs' is not an object");
     }
-    i++;
     Map<String, String> m = new LinkedHashMap<>();
-    c = ws();
-    if (c == '}') {
-      i++;
+    if (closed('}')) {
       return m;
     }
+    c = ws();
     while (true) {
       if (c != '"') {
         throw unexpected(c, "a field name");
@@ -441,6 +434,16 @@ final class TocJson {
       throw unexpected(c, "':'");
     }
     i++;
+  }
+
+  /** Reads the '{' or '[' at {@code i}: true when {@code close} follows at once (read too), an empty container. */
+  private boolean closed(char close) {
+    i++;
+    if (ws() == close) {
+      i++;
+      return true;
+    }
+    return false;
   }
 
   /** After a member or an element: true when a ',' follows, false when {@code close} does (either read). */
@@ -474,12 +477,10 @@ final class TocJson {
       case 't' -> literal("true");
       case 'f' -> literal("false");
       case '{' -> {
-        i++;
-        c = ws();
-        if (c == '}') {
-          i++;
+        if (closed('}')) {
           return;
         }
+        c = ws();
         while (true) {
           if (c != '"') {
             throw unexpected(c, "a field name");
@@ -494,10 +495,7 @@ final class TocJson {
         }
       }
       case '[' -> {
-        i++;
-        c = ws();
-        if (c == ']') {
-          i++;
+        if (closed(']')) {
           return;
         }
         while (true) {
