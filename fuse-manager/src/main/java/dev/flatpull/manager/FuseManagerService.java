@@ -128,6 +128,25 @@ public final class FuseManagerService extends FuseManagerGrpc.FuseManagerImplBas
   }
 
   @Override
+  public void expect(dev.flatpull.manager.api.v1.ExpectLayerRequest r,
+      StreamObserver<dev.flatpull.manager.api.v1.ExpectLayerResponse> out) {
+    if (!enter(out)) {
+      return;
+    }
+    try {
+      boolean started = server.expect(r.getImageRef(), r.getLayerDescriptorJson());
+      out.onNext(dev.flatpull.manager.api.v1.ExpectLayerResponse.newBuilder().setStarted(started).build());
+      out.onCompleted();
+    } catch (Exception e) {
+      // Only a head start refused: the layer's Mount opens it as ever.
+      LOG.fine(() -> "expecting a layer of " + r.getImageRef() + " refused: " + e.getMessage());
+      out.onError(Status.INVALID_ARGUMENT.withDescription(String.valueOf(e.getMessage())).asRuntimeException());
+    } finally {
+      retirement.leave();
+    }
+  }
+
+  @Override
   public void unmount(UnmountLayerRequest r, StreamObserver<UnmountLayerResponse> out) {
     if (!enter(out)) {
       return;

@@ -48,18 +48,24 @@ final class ImageSession implements dev.flatpull.runtimeimage.RuntimeImageStream
   /** Per mount point and runtime-image path, the path its content is landed under in the kernel, if any. */
   final Map<String, java.util.Optional<String>> landable = new ConcurrentHashMap<>();
   private final Map<Digest, CompletableFuture<LazyLayer>> layers = new ConcurrentHashMap<>();
+  private final java.util.Set<Digest> aheadOfManifest = ConcurrentHashMap.newKeySet();
   private final AtomicBoolean firstByte = new AtomicBoolean();
   private final LayerOpener opener;
   private final Executor executor;
+  private final ExpectedLayers expected;
 
-  /** @param executor where the layers' TOCs are opened */
+  /**
+   * @param executor where the layers' TOCs are opened
+   * @param expected layers whose TOCs were opened with their Prepare, before the manifest: taken where it agrees
+   */
   ImageSession(ImageReference reference, ImageManifest manifest, long startedNanos, LayerOpener opener,
-      Executor executor) {
+      Executor executor, ExpectedLayers expected) {
     this.reference = reference;
     this.manifest = manifest;
     this.startedNanos = startedNanos;
     this.opener = opener;
     this.executor = executor;
+    this.expected = expected;
   }
 
   /** Starts opening the TOC of every lazy layer of the image. */
@@ -78,13 +84,34 @@ final class ImageSession implements dev.flatpull.runtimeimage.RuntimeImageStream
   }
 
   private CompletableFuture<LazyLayer> opening(Descriptor d) {
-    return layers.computeIfAbsent(d.digest(), k -> CompletableFuture.supplyAsync(() -> {
+    // An expected opening that failed (a reset, a label that lied) is not the layer's last word: it is opened again.
+    return layers.computeIfAbsent(d.digest(), k -> expected.claim(d)
+        .map(early -> {
+          aheadOfManifest.add(k);
+          return early.exceptionallyCompose(failed -> open(opener, d, executor));
+        })
+        .orElseGet(() -> open(opener, d, executor)));
+  }
+
+  /** Whether the TOC of layer {@code digest} was asked for with its Prepare, before the manifest was read. */
+  boolean openedAheadOfManifest(Digest digest) {
+    return aheadOfManifest.contains(digest);
+  }
+
+  /** Whether this session opens (or opened) the layer {@code digest}. */
+  boolean opens(Digest digest) {
+    return layers.containsKey(digest);
+  }
+
+  /** Opens {@code d} with {@code opener} on {@code executor}. */
+  static CompletableFuture<LazyLayer> open(LayerOpener opener, Descriptor d, Executor executor) {
+    return CompletableFuture.supplyAsync(() -> {
       try {
         return opener.open(d);
       } catch (IOException e) {
         throw new java.util.concurrent.CompletionException(e);
       }
-    }, executor));
+    }, executor);
   }
 
   /** The opened layer {@code d} (of this image), waiting for its TOC if it is still on its way. */

@@ -4,6 +4,7 @@ import dev.flatpull.config.FlatpullConfig;
 import dev.flatpull.config.RuntimeImageSettings;
 import dev.flatpull.config.SnapshotterSettings;
 import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerOpener;
 import dev.flatpull.fetcher.layer.LazyLayer;
 import dev.flatpull.fetcher.oci.Descriptor;
@@ -140,6 +141,7 @@ public final class LayerServer implements AutoCloseable {
   // By the pinned reference (registry, repository, manifest digest): the same manifest pulled from elsewhere is
   // another session, with its own registry client.
   private final Map<String, ImageSession> sessions = new ConcurrentHashMap<>();
+  private final ExpectedLayers expected;
   private final RuntimeImageLoading runtimeImageLoading;
   private final TraceRecorder recorder = new TraceRecorder();
   private final BackingFiles backingFiles;
@@ -170,6 +172,7 @@ public final class LayerServer implements AutoCloseable {
     this.clock = clock;
     this.threads = threads;
     this.activity = new ReadActivity(settings.backgroundFetchQuiet(), nanoTime, () -> {});
+    this.expected = new ExpectedLayers(nanoTime, metrics);
     // The kernel engine serves a file system as it is; libfuse's adapter of one (10-35 ms to make) is made ahead on a
     // node whose mounts take libfuse.
     this.spares = new Spares<>(SPARE_FILE_SYSTEMS,
@@ -233,6 +236,29 @@ public final class LayerServer implements AutoCloseable {
     Optional<Served> existing = existing(key, layer);
     return existing.isPresent() ? existing.get()
         : serve(key, layer, imageRef, source(imageRef, descriptorJson), manifest, null, false);
+  }
+
+  /**
+   * Starts opening the TOC of a layer a Prepare asks for, as its labels describe it, while the daemon reads the image's
+   * manifest ({@link ExpectedLayers}); the layer's mount takes it if the manifest agrees. eStargz layers only: nothing
+   * else is fetched on the labels' word (a plain layer would be fetched whole).
+   *
+   * @return whether its opening started (not when it is already expected, or too many are)
+   */
+  public boolean expect(String imageRef, String descriptorJson) throws IOException {
+    askedFor = true;
+    activity.touch();
+    ImageReference ref = ImageReference.parse(imageRef);
+    Descriptor layer = OciDocuments.parseDescriptor(descriptorJson);
+    if (LayerFormat.of(layer) != LayerFormat.ESTARGZ) {
+      throw new IOException("layer " + layer.digest() + " is described as " + layer.mediaType()
+          + " without a TOC digest: only an eStargz layer's TOC is opened before the manifest is read");
+    }
+    if (sessions.values().stream().anyMatch(x -> x.opens(layer.digest()))) {
+      return false; // its image's session opens it already
+    }
+    LayerOpener opener = opener(ref);
+    return expected.expect(layer, () -> ImageSession.open(opener, layer, threads.tocs()));
   }
 
   /**
@@ -423,8 +449,9 @@ public final class LayerServer implements AutoCloseable {
         + " (" + lazy.index().entries().size()
         + " entries, " + lazy.index().format() + "): " + (lazy.index().fromKeptFile() ? "index read from its kept file"
         : "TOC fetched and verified") + " in " + (t1 - t0) / 1_000_000 + " ms, tree built in " + (t2 - t1) / 1_000_000 + " ms, mounted in " + (t3 - t2) / 1_000_000 + " ms"
-        + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare")
-            .orElse(""));
+        + session.map(x -> ", " + (t3 - x.startedNanos) / 1_000_000 + " ms after the image's first Prepare"
+            + (x.openedAheadOfManifest(layer.digest()) ? " (its TOC asked for with the Prepare, ahead of the manifest)"
+            : "")).orElse(""));
     return s;
   }
 
@@ -474,7 +501,7 @@ public final class LayerServer implements AutoCloseable {
     boolean[] created = {false};
     ImageSession s = sessions.computeIfAbsent(pinned.toString(), d -> {
       created[0] = true;
-      return new ImageSession(pinned, manifest, nanoTime.getAsLong(), opener(pinned), threads.tocs());
+      return new ImageSession(pinned, manifest, nanoTime.getAsLong(), opener(pinned), threads.tocs(), expected);
     });
     if (created[0]) {
       s.openLayers();

@@ -21,6 +21,13 @@ public interface RemoteLayerMetrics {
    */
   default void operationFailed(String operation, String cause) {}
 
+  /**
+   * A layer's TOC opened with its Prepare, before the manifest was read, ended: {@code used} by the layer's mount,
+   * or dropped because the manifest described the layer otherwise ({@code differs}) or nobody asked for it in time
+   * ({@code expired}).
+   */
+  default void tocExpected(String result) {}
+
   /** One layer mounted: TOC fetched and verified, tree built, mounted. */
   default void layerMounted(Duration toc, Duration tree, Duration mount) {}
 

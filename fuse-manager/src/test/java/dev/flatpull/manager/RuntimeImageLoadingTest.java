@@ -69,7 +69,8 @@ class RuntimeImageLoadingTest {
         Optional.empty(), Optional.empty());
     ImageManifest manifest = new ImageManifest(MediaTypes.OCI_MANIFEST, digest, raw, config, List.of(), Map.of(),
         Optional.empty(), Optional.empty());
-    return new ImageSession(ImageReference.parse("127.0.0.1:1/app@" + digest), manifest, 0, null, Runnable::run);
+    return new ImageSession(ImageReference.parse("127.0.0.1:1/app@" + digest), manifest, 0, null, Runnable::run,
+        new ExpectedLayers(System::nanoTime, RemoteLayerMetrics.NONE));
   }
 
   @Test

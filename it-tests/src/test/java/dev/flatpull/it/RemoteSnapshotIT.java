@@ -81,6 +81,10 @@ class RemoteSnapshotIT {
     String snapshots = containerd.ctrOk("snapshots", "--snapshotter", "flatpull", "ls").stdout();
     assertTrue(snapshots.contains("Committed"), snapshots);
     assertEquals(1.0, metric("flatpull_remote_snapshots_total"), flatpull.log());
+    // containerd passed the layer's eStargz annotations as labels: its TOC was asked for with the Prepare, before the
+    // manifest was read, and the mount took it once the manifest agreed.
+    assertEquals(1.0, MetricsEndpoint.parse(scrape(managerMetricsPort))
+        .getOrDefault("flatpull_toc_expected_total{result=\"used\"}", 0.0), scrape(managerMetricsPort));
     // The remote Prepare's timeline, from each process's side, in its log and as histograms (the warm-ups' own
     // synthetic image left out).
     List<String> lines = flatpull.log().lines().filter(l -> !l.contains("/flatpull/warm-up:")).toList();
@@ -88,7 +92,8 @@ class RemoteSnapshotIT {
         + " received, manifest known after \\d+ ms, mounted after \\d+ ms").matcher(l).find()).count(),
         String.join("\n", lines));
     assertEquals(1, lines.stream().filter(l -> java.util.regex.Pattern.compile("TOC fetched and verified in \\d+"
-        + " ms, tree built in \\d+ ms, mounted in \\d+ ms").matcher(l).find()).count(), String.join("\n", lines));
+        + " ms, tree built in \\d+ ms, mounted in \\d+ ms, .*its TOC asked for with the Prepare, ahead of the"
+        + " manifest").matcher(l).find()).count(), String.join("\n", lines));
     for (String timer : List.of("flatpull_prepare_manifest_seconds_count", "flatpull_prepare_mount_seconds_count",
         "flatpull_layer_toc_seconds_count", "flatpull_layer_tree_seconds_count",
         "flatpull_layer_mount_seconds_count")) {

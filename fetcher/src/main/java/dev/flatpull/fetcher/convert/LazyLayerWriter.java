@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.github.luben.zstd.Zstd;
 import com.github.luben.zstd.ZstdOutputStream;
 import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.EstargzTail;
 import dev.flatpull.fetcher.layer.EstargzToc;
 import dev.flatpull.fetcher.layer.LayerFormat;
 import dev.flatpull.fetcher.layer.LayerIndex;
@@ -441,6 +442,7 @@ public final class LazyLayerWriter {
     annotations.put(LayerFormat.ESTARGZ_TOC_DIGEST, tocDigest.toString());
     annotations.put(LayerFormat.ESTARGZ_UNCOMPRESSED_SIZE, Long.toString(uncompressed));
     annotations.put(LayerFormat.ESTARGZ_TOC_OFFSET, Long.toString(tocOffset));
+    annotations.put(LayerFormat.ESTARGZ_TAIL_LABEL, new EstargzTail(tocOffset, raw.count).label());
     return result(out, tocDigest, annotations);
   }
 

@@ -24,6 +24,13 @@ public enum LayerFormat {
    * footer: the TOC is verified against its digest either way.
    */
   public static final String ESTARGZ_TOC_OFFSET = "dev.flatpull.estargz.toc-offset";
+  /**
+   * The same offset and the blob's size ({@code OFFSET:SIZE}), as flatpull's converter writes them under the prefix
+   * whose annotations containerd passes to a snapshotter as Prepare labels (with the TOC's digest, already under it):
+   * the node starts fetching the TOC with the Prepare, before it has read the image's manifest. Only a hint: what it
+   * brings is used once the manifest's own descriptor names the same digest, size and TOC digest.
+   */
+  public static final String ESTARGZ_TAIL_LABEL = "containerd.io/snapshot/flatpull/estargz.tail";
   public static final String ZSTD_CHUNKED_MANIFEST_CHECKSUM = "io.github.containers.zstd-chunked.manifest-checksum";
   public static final String ZSTD_CHUNKED_MANIFEST_POSITION = "io.github.containers.zstd-chunked.manifest-position";
   public static final String ZSTD_CHUNKED_TARSPLIT_CHECKSUM = "io.github.containers.zstd-chunked.tarsplit-checksum";

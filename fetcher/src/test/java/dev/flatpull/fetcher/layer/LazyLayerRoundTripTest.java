@@ -161,6 +161,29 @@ class LazyLayerRoundTripTest {
         "a wrong offset costs bytes, never correctness: the footer and the TOC digest decide");
   }
 
+  @Test
+  void theConvertersTailLabel_describesTheLayerAsItsManifestDoes_andOpensItsTocInOneRequest() throws Exception {
+    SampleTar tar = new SampleTar(5, 8_000_000);
+    BuiltLayer layer = BuiltLayer.write(tar.bytes, LayerFormat.ESTARGZ, 4096, List.of(), dir);
+    EstargzTail tail = EstargzTail.parse(layer.descriptor.annotation(LayerFormat.ESTARGZ_TAIL_LABEL).orElseThrow())
+        .orElseThrow();
+    assertEquals(layer.descriptor.size(), tail.blobSize());
+    assertEquals(layer.descriptor.annotation(LayerFormat.ESTARGZ_TOC_OFFSET).orElseThrow(),
+        Long.toString(tail.tocOffset()));
+    assertTrue(LayerFormat.ESTARGZ_TAIL_LABEL.startsWith("containerd.io/snapshot/"),
+        "containerd passes only these annotations to a snapshotter");
+
+    Digest toc = Digest.parse(layer.descriptor.annotation(LayerFormat.ESTARGZ_TOC_DIGEST).orElseThrow());
+    Descriptor described = tail.descriptor(layer.descriptor.digest(), toc);
+    assertTrue(EstargzTail.describes(described, layer.descriptor));
+    layer.requests.set(0);
+    LayerIndex early = EstargzToc.read(described, layer.reader(), FetchLimits.DEFAULTS);
+    assertEquals(1, layer.requests.get(), "footer and TOC in one range, from the labels alone");
+    LayerIndex late = layer.index(FetchLimits.DEFAULTS);
+    assertEquals(late.chunkCount(), early.chunkCount());
+    assertEquals(late.entries().size(), early.entries().size());
+  }
+
   @ParameterizedTest
   @EnumSource(value = LayerFormat.class, names = {"ESTARGZ", "ZSTD_CHUNKED"})
   void wholeFileOfManyChunks_isFetchedInOneCoalescedRequest(LayerFormat format) throws Exception {

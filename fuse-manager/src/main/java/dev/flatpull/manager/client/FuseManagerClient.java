@@ -232,6 +232,21 @@ public final class FuseManagerClient implements AutoCloseable {
   }
 
   /**
+   * Asks the manager to start opening a layer's TOC ahead of its mount, from the layer as a Prepare's labels describe
+   * it (see {@code EstargzTail}); answered at once.
+   *
+   * @return whether the manager started it (not when it already had, or holds too many)
+   */
+  public boolean expect(String imageRef, String descriptorJson) throws IOException {
+    try {
+      return stub(10).expect(dev.flatpull.manager.api.v1.ExpectLayerRequest.newBuilder().setImageRef(imageRef)
+          .setLayerDescriptorJson(descriptorJson).build()).getStarted();
+    } catch (StatusRuntimeException e) {
+      throw failure("expect", e);
+    }
+  }
+
+  /**
    * Asks the manager to serve the mount at {@code mountPoint} that an earlier manager made, through its FUSE device,
    * which the daemon holds ({@code take_over}).
    */

@@ -201,6 +201,13 @@ public final class ManagerMeters implements RemoteLayerMetrics {
   }
 
   @Override
+  public void tocExpected(String result) {
+    Counter.builder("flatpull.toc.expected").tag("result", result)
+        .description("TOCs opened with their layer's Prepare, before the image's manifest was read, by how they ended")
+        .register(registry).increment();
+  }
+
+  @Override
   public void runtimeImageLookup(String result) {
     lookup(LOOKUP_RESULTS.contains(result) ? result : "lookup_failed").increment();
   }

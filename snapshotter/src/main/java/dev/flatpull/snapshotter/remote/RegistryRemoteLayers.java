@@ -24,6 +24,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.function.BiConsumer;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
 import java.util.logging.Logger;
@@ -47,6 +49,7 @@ public final class RegistryRemoteLayers implements RemoteLayers {
   private final DeviceHolder devices;
   // An unpack prepares every layer of one image in turn: its manifest is fetched once.
   private final Map<String, CachedManifest> manifests = new ConcurrentHashMap<>();
+  private final BiConsumer<ImageReference, Descriptor> ahead;
 
   /** @param nanoTime the monotonic clock a fetched manifest ages by */
   public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager,
@@ -57,12 +60,29 @@ public final class RegistryRemoteLayers implements RemoteLayers {
   /** @param devices the daemon's hold on the manager's mounts' devices: what a new manager can take over */
   public RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager,
       LongSupplier nanoTime, DeviceHolder devices) {
+    this(clients, platform, manager, nanoTime, devices, null);
+  }
+
+  /**
+   * @param ahead asks for a layer's TOC ahead of its manifest, beside the Prepare that waits for that; null: the
+   *     manager, on a thread of its own
+   */
+  RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager, LongSupplier nanoTime,
+      DeviceHolder devices, BiConsumer<ImageReference, Descriptor> ahead) {
     this.clients = clients;
     this.platform = platform;
     this.manager = manager;
     this.nanoTime = nanoTime;
     this.devices = devices;
+    this.ahead = ahead != null ? ahead : this::expectOfManager;
   }
+
+  // One thread: each call is answered at once, and one Prepare of an image in turn asks for one.
+  private static final java.util.concurrent.Executor AHEAD = Executors.newSingleThreadExecutor(r -> {
+    Thread t = new Thread(r, "flatpull-expect");
+    t.setDaemon(true);
+    return t;
+  });
 
   @Override
   public RemoteDecision decide(Map<String, String> labels) {
@@ -78,6 +98,9 @@ public final class RegistryRemoteLayers implements RemoteLayers {
     }
     CachedManifest m;
     try {
+      if (asked.described().isPresent() && cached(asked, nanoTime.getAsLong()).isEmpty()) {
+        ahead.accept(asked.image(), asked.described().get());
+      }
       m = manifest(asked);
     } catch (IOException e) {
       return RemoteDecision.fallback("registry_unreachable",
@@ -99,13 +122,40 @@ public final class RegistryRemoteLayers implements RemoteLayers {
     return RemoteDecision.serve(new RemoteSource(m.pinned().toString(), OciDocuments.writeDescriptor(layer.get())));
   }
 
+  /**
+   * Asks the manager to open the layer's TOC as its labels describe it, while this Prepare reads the manifest: the
+   * first Prepare of an image does not wait for two round trips before its TOC is asked for. Only a head start: a
+   * manager not running, or refusing, leaves the TOC to the mount.
+   */
+  private void expectOfManager(ImageReference image, Descriptor described) {
+    String json = OciDocuments.writeDescriptor(described);
+    AHEAD.execute(() -> {
+      try {
+        manager.expect(image.toString(), json);
+      } catch (IOException | RuntimeException e) {
+        LOG.fine(() -> "layer " + described.digest() + " not expected ahead of its manifest: " + e.getMessage());
+      }
+    });
+  }
+
+  private static String key(RemoteLabels asked) {
+    return asked.image() + "|" + asked.manifest().map(Digest::toString).orElse("");
+  }
+
+  /** The manifest fetched for {@code asked} within its time to live, if it lists the layer asked for. */
+  private Optional<CachedManifest> cached(RemoteLabels asked, long now) {
+    CachedManifest c = manifests.get(key(asked));
+    return c != null && now - c.fetchedAt() < MANIFEST_TTL_NANOS
+        && c.manifest().layers().stream().anyMatch(d -> d.digest().equals(asked.layer())) ? Optional.of(c)
+        : Optional.empty();
+  }
+
   private CachedManifest manifest(RemoteLabels asked) throws IOException {
-    String key = asked.image() + "|" + asked.manifest().map(Digest::toString).orElse("");
+    String key = key(asked);
     long now = nanoTime.getAsLong();
-    CachedManifest c = manifests.get(key);
-    if (c != null && now - c.fetchedAt() < MANIFEST_TTL_NANOS
-        && c.manifest().layers().stream().anyMatch(d -> d.digest().equals(asked.layer()))) {
-      return c;
+    Optional<CachedManifest> c = cached(asked, now);
+    if (c.isPresent()) {
+      return c.get();
     }
     var client = clients.client(asked.image());
     ImageManifest manifest;

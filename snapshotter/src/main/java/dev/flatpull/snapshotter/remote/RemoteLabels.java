@@ -1,6 +1,9 @@
 package dev.flatpull.snapshotter.remote;
 
 import dev.flatpull.core.Digest;
+import dev.flatpull.fetcher.layer.EstargzTail;
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.reference.ImageReference;
 import java.util.Map;
 import java.util.Optional;
@@ -12,8 +15,12 @@ import java.util.Optional;
  * @param image the image the layer belongs to
  * @param layer the layer's (compressed) digest
  * @param manifest the image manifest's digest, when the labels carry it
+ * @param described the layer as the labels describe it, when they say enough to open its TOC before the manifest is
+ *     read: containerd passes a layer's annotations under {@code containerd.io/snapshot/} as labels, among them an
+ *     eStargz layer's TOC digest and, from flatpull's converter, {@link LayerFormat#ESTARGZ_TAIL_LABEL}
  */
-public record RemoteLabels(ImageReference image, Digest layer, Optional<Digest> manifest) {
+public record RemoteLabels(ImageReference image, Digest layer, Optional<Digest> manifest,
+    Optional<Descriptor> described) {
   public static final String CRI_IMAGE_REF = "containerd.io/snapshot/cri.image-ref";
   public static final String CRI_LAYER_DIGEST = "containerd.io/snapshot/cri.layer-digest";
   public static final String CRI_MANIFEST_DIGEST = "containerd.io/snapshot/cri.manifest-digest";
@@ -44,6 +51,21 @@ public record RemoteLabels(ImageReference image, Digest layer, Optional<Digest> 
     Digest layerDigest = Digest.parse(layer);
     String manifest = labels.get(CRI_MANIFEST_DIGEST);
     return Optional.of(new RemoteLabels(image, layerDigest,
-        manifest == null || manifest.isBlank() ? Optional.empty() : Optional.of(Digest.parse(manifest))));
+        manifest == null || manifest.isBlank() ? Optional.empty() : Optional.of(Digest.parse(manifest)),
+        described(layerDigest, labels)));
+  }
+
+  /** A hint, never a refusal: labels that do not describe the layer well leave its TOC to wait for the manifest. */
+  private static Optional<Descriptor> described(Digest layer, Map<String, String> labels) {
+    Optional<EstargzTail> tail = EstargzTail.parse(labels.get(LayerFormat.ESTARGZ_TAIL_LABEL));
+    String toc = labels.get(LayerFormat.ESTARGZ_TOC_DIGEST);
+    if (tail.isEmpty() || toc == null) {
+      return Optional.empty();
+    }
+    try {
+      return Optional.of(tail.get().descriptor(layer, Digest.parse(toc)));
+    } catch (IllegalArgumentException malformed) {
+      return Optional.empty();
+    }
   }
 }

@@ -545,6 +545,7 @@ public final class WarmUp {
     Map<String, String> annotations = new HashMap<>(d.annotations());
     annotations.put(LayerFormat.ESTARGZ_TOC_DIGEST, Digest.sha256(json).toString());
     annotations.put(LayerFormat.ESTARGZ_TOC_OFFSET, Long.toString(tocOffset + shift));
+    annotations.remove(LayerFormat.ESTARGZ_TAIL_LABEL);
     return new Layer(new Descriptor(d.mediaType(), d.digest(), tocOffset + shift + bytes.length, annotations), bytes,
         tocOffset + shift);
   }

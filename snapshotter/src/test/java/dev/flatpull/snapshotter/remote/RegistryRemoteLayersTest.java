@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.fetcher.layer.EstargzTail;
+import dev.flatpull.fetcher.oci.Descriptor;
 import dev.flatpull.fetcher.oci.Platform;
 import dev.flatpull.fetcher.reference.ImageReference;
 import dev.flatpull.fetcher.registry.FetchListener;
@@ -66,6 +68,50 @@ class RegistryRemoteLayersTest {
       RemoteDecision later = layers.decide(labels(ref, first.get(0)));
       assertEquals(2, manifestRequests.get(), "an aged manifest is fetched again");
       assertNotEquals(pinned, later.source().get().imageRef(), "and the tag's new manifest pins the layer");
+    }
+  }
+
+  @Test
+  void anImagesFirstPrepare_asksForItsLayersTocBeforeReadingTheManifest_asItsLabelsDescribeIt() throws Exception {
+    WarmUp.Layer estargz = WarmUp.syntheticLayers(dir).get(0);
+    AtomicInteger manifestRequests = new AtomicInteger();
+    FetchListener counting = new FetchListener() {
+      @Override
+      public void requestFinished(RequestKind kind, String host, int status, long bytes, Duration elapsed) {
+        if (kind == RequestKind.MANIFEST) {
+          manifestRequests.incrementAndGet();
+        }
+      }
+    };
+    List<String> asked = new java.util.ArrayList<>();
+    List<Descriptor> described = new java.util.ArrayList<>();
+    try (LoopbackRegistry registry = LoopbackRegistry.start();
+        RegistryClients clients = RegistryClients.create(WarmUp.config(dir.resolve("root")), counting)) {
+      WarmUp.serveImage(registry, List.of(estargz));
+      ImageReference ref = ImageReference.parse(registry.address() + "/" + WarmUp.REPOSITORY + ":latest");
+      RegistryRemoteLayers layers = new RegistryRemoteLayers(clients, Platform.current(),
+          new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(), dir.resolve("no-manager.log")),
+          new AtomicLong()::get, dev.flatpull.fuse.DeviceHolder.NONE, (image, d) -> {
+            asked.add(image + " after " + manifestRequests.get() + " manifest requests");
+            described.add(d);
+          });
+      // As containerd's unpacker sends them: the layer's annotations under containerd.io/snapshot/ come along.
+      Map<String, String> labels = new java.util.HashMap<>(labels(ref, estargz));
+      estargz.descriptor().annotations().forEach((k, v) -> {
+        if (k.startsWith("containerd.io/snapshot/")) {
+          labels.put(k, v);
+        }
+      });
+
+      RemoteDecision first = layers.decide(labels);
+      assertTrue(first.source().isPresent(), first.detail());
+      assertEquals(List.of(ref + " after 0 manifest requests"), asked);
+      assertTrue(EstargzTail.describes(described.get(0), estargz.descriptor()), described.get(0).toString());
+
+      layers.decide(labels);
+      assertEquals(1, asked.size(), "a Prepare that finds the manifest read already asks for nothing ahead");
+      layers.decide(labels(ref, estargz));
+      assertEquals(1, asked.size());
     }
   }
 

@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.flatpull.fetcher.layer.LayerFormat;
+import dev.flatpull.fetcher.oci.Descriptor;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -28,6 +31,30 @@ class RemoteLabelsTest {
         RemoteLabels.STARGZ_REFERENCE, "127.0.0.1:5000/py:esgz", RemoteLabels.STARGZ_DIGEST, DIGEST)).orElseThrow();
     assertEquals("py", l.image().repository());
     assertTrue(l.manifest().isEmpty());
+  }
+
+  @Test
+  void anEstargzLayersInheritedAnnotations_describeIt_beforeTheManifestIsRead() {
+    String toc = "sha256:" + "ef".repeat(32);
+    RemoteLabels l = RemoteLabels.parse(Map.of(
+        RemoteLabels.STARGZ_REFERENCE, "127.0.0.1:5000/py:esgz", RemoteLabels.STARGZ_DIGEST, DIGEST,
+        LayerFormat.ESTARGZ_TOC_DIGEST, toc, LayerFormat.ESTARGZ_TAIL_LABEL, "1000:2051")).orElseThrow();
+    Descriptor d = l.described().orElseThrow();
+    assertEquals(DIGEST, d.digest().toString());
+    assertEquals(2051, d.size());
+    assertEquals(toc, d.annotation(LayerFormat.ESTARGZ_TOC_DIGEST).orElseThrow());
+    assertEquals("1000", d.annotation(LayerFormat.ESTARGZ_TOC_OFFSET).orElseThrow());
+
+    for (Map<String, String> hint : List.of(Map.of(LayerFormat.ESTARGZ_TOC_DIGEST, toc),
+        Map.of(LayerFormat.ESTARGZ_TAIL_LABEL, "1000:2051"),
+        Map.of(LayerFormat.ESTARGZ_TOC_DIGEST, "sha256:short", LayerFormat.ESTARGZ_TAIL_LABEL, "1000:2051"),
+        Map.of(LayerFormat.ESTARGZ_TOC_DIGEST, toc, LayerFormat.ESTARGZ_TAIL_LABEL, "3000:2051"))) {
+      Map<String, String> labels = new java.util.HashMap<>(hint);
+      labels.put(RemoteLabels.STARGZ_REFERENCE, "127.0.0.1:5000/py:esgz");
+      labels.put(RemoteLabels.STARGZ_DIGEST, DIGEST);
+      RemoteLabels partial = RemoteLabels.parse(labels).orElseThrow();
+      assertTrue(partial.described().isEmpty(), "a hint, never a refusal: " + hint);
+    }
   }
 
   @Test
