@@ -239,7 +239,7 @@ public final class FuseManagerClient implements AutoCloseable {
    */
   public boolean expect(String imageRef, String descriptorJson) throws IOException {
     try {
-      return stub(10).expect(dev.flatpull.manager.api.v1.ExpectLayerRequest.newBuilder().setImageRef(imageRef)
+      return stub(2).expect(dev.flatpull.manager.api.v1.ExpectLayerRequest.newBuilder().setImageRef(imageRef)
           .setLayerDescriptorJson(descriptorJson).build()).getStarted();
     } catch (StatusRuntimeException e) {
       throw failure("expect", e);

@@ -32,14 +32,7 @@ class RegistryRemoteLayersTest {
   void oneTagLookupServesEveryLayerOfAPull_andATagMovedLaterIsSeenOnceTheManifestHasAged() throws Exception {
     List<WarmUp.Layer> first = WarmUp.syntheticLayers(dir);
     AtomicInteger manifestRequests = new AtomicInteger();
-    FetchListener counting = new FetchListener() {
-      @Override
-      public void requestFinished(RequestKind kind, String host, int status, long bytes, Duration elapsed) {
-        if (kind == RequestKind.MANIFEST) {
-          manifestRequests.incrementAndGet();
-        }
-      }
-    };
+    FetchListener counting = countingManifests(manifestRequests);
     AtomicLong now = new AtomicLong(42);
     try (LoopbackRegistry registry = LoopbackRegistry.start();
         RegistryClients clients = RegistryClients.create(WarmUp.config(dir.resolve("root")), counting)) {
@@ -75,14 +68,7 @@ class RegistryRemoteLayersTest {
   void anImagesFirstPrepare_asksForItsLayersTocBeforeReadingTheManifest_asItsLabelsDescribeIt() throws Exception {
     WarmUp.Layer estargz = WarmUp.syntheticLayers(dir).get(0);
     AtomicInteger manifestRequests = new AtomicInteger();
-    FetchListener counting = new FetchListener() {
-      @Override
-      public void requestFinished(RequestKind kind, String host, int status, long bytes, Duration elapsed) {
-        if (kind == RequestKind.MANIFEST) {
-          manifestRequests.incrementAndGet();
-        }
-      }
-    };
+    FetchListener counting = countingManifests(manifestRequests);
     List<String> asked = new java.util.ArrayList<>();
     List<Descriptor> described = new java.util.ArrayList<>();
     try (LoopbackRegistry registry = LoopbackRegistry.start();
@@ -113,6 +99,17 @@ class RegistryRemoteLayersTest {
       layers.decide(labels(ref, estargz));
       assertEquals(1, asked.size());
     }
+  }
+
+  private static FetchListener countingManifests(AtomicInteger manifestRequests) {
+    return new FetchListener() {
+      @Override
+      public void requestFinished(RequestKind kind, String host, int status, long bytes, Duration elapsed) {
+        if (kind == RequestKind.MANIFEST) {
+          manifestRequests.incrementAndGet();
+        }
+      }
+    };
   }
 
   private static Map<String, String> labels(ImageReference ref, WarmUp.Layer layer) {
