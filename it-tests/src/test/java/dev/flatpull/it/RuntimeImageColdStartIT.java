@@ -374,9 +374,11 @@ class RuntimeImageColdStartIT {
 
   /**
    * The order of a runtime-image start's requests, as the registry's side of the link saw them: the image's manifest
-   * first; the TOC and the lookup (referrers API and tag) both before the runtime image's blob is asked for, the
-   * lookup's two requests together (neither waits for the other's answer); then the blob the listing names, right
-   * after them, with no artifact manifest between.
+   * and the TOC first, in either order (the daemon asks for the TOC with the Prepare, beside its manifest fetch, when
+   * the layer's labels describe it, as the converter's do), the manifest before the lookup; the TOC and the lookup
+   * (referrers API and tag) both before the runtime image's blob is asked for, the lookup's two requests together
+   * (neither waits for the other's answer); then the blob the listing names, right after them, with no artifact
+   * manifest between.
    */
   private static void assertLookupOrder(Start s, ImageManifest image) {
     java.util.Set<String> layers = new java.util.HashSet<>();
@@ -390,14 +392,18 @@ class RuntimeImageColdStartIT {
           : r.kind().equals("blob-range") ? "runtime-image" : r.kind());
     }
     String order = kinds + "\n" + s.describe();
-    assertEquals("manifest", kinds.get(0), order);
+    assertTrue(List.of("manifest", "toc").contains(kinds.get(0)), order);
+    assertTrue(kinds.indexOf("manifest") >= 0 && kinds.indexOf("manifest") <= 1, order);
+    int manifest = kinds.indexOf("manifest");
+    assertTrue(manifest < kinds.indexOf("referrers") && manifest < kinds.indexOf("tag"),
+        "the lookup needs the manifest's digest: " + order);
     assertFalse(kinds.contains("artifact"), "the listing names the blob: no artifact manifest: " + order);
     int blob = kinds.indexOf("runtime-image");
     assertTrue(blob > 0, order);
     int lastBefore = 0;
     for (String before : List.of("toc", "referrers", "tag")) {
       int at = kinds.indexOf(before);
-      assertTrue(at > 0 && at < blob, before + " before the runtime image: " + order);
+      assertTrue(at >= 0 && at < blob, before + " before the runtime image: " + order);
       lastBefore = Math.max(lastBefore, at);
     }
     assertEquals(lastBefore + 1, blob, "the runtime image right after the lookup: " + order);
