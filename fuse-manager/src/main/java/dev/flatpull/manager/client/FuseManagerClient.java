@@ -233,17 +233,32 @@ public final class FuseManagerClient implements AutoCloseable {
 
   /**
    * Asks the manager to start opening a layer's TOC ahead of its mount, from the layer as a Prepare's labels describe
-   * it (see {@code EstargzTail}); answered at once.
-   *
-   * @return whether the manager started it (not when it already had, or holds too many)
+   * it (see {@code EstargzTail}). The request is sent before this returns, so a later call of this client (the
+   * layer's mount) reaches the manager after it; its answer is not waited for, and a failure (no manager, a refusal)
+   * only logged: the mount opens the TOC as ever.
    */
-  public boolean expect(String imageRef, String descriptorJson) throws IOException {
-    try {
-      return stub(2).expect(dev.flatpull.manager.api.v1.ExpectLayerRequest.newBuilder().setImageRef(imageRef)
-          .setLayerDescriptorJson(descriptorJson).build()).getStarted();
-    } catch (StatusRuntimeException e) {
-      throw failure("expect", e);
+  public void expect(String imageRef, String descriptorJson) {
+    io.grpc.stub.StreamObserver<dev.flatpull.manager.api.v1.ExpectLayerResponse> answer = new io.grpc.stub.StreamObserver<>() {
+      @Override
+      public void onNext(dev.flatpull.manager.api.v1.ExpectLayerResponse r) {}
+
+      @Override
+      public void onError(Throwable t) {
+        LOG.fine(() -> "a layer of " + imageRef + " not expected ahead of its manifest: " + t.getMessage());
+      }
+
+      @Override
+      public void onCompleted() {}
+    };
+    FuseManagerGrpc.FuseManagerStub async;
+    synchronized (this) {
+      if (channel == null) {
+        channel = UnixSockets.connect(socket);
+      }
+      async = FuseManagerGrpc.newStub(channel).withDeadlineAfter(2, TimeUnit.SECONDS);
     }
+    async.expect(dev.flatpull.manager.api.v1.ExpectLayerRequest.newBuilder().setImageRef(imageRef)
+        .setLayerDescriptorJson(descriptorJson).build(), answer);
   }
 
   /**

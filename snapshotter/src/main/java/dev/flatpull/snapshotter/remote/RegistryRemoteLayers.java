@@ -24,7 +24,6 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
 import java.util.function.BiConsumer;
 import java.util.concurrent.TimeUnit;
 import java.util.function.LongSupplier;
@@ -64,8 +63,7 @@ public final class RegistryRemoteLayers implements RemoteLayers {
   }
 
   /**
-   * @param ahead asks for a layer's TOC ahead of its manifest, beside the Prepare that waits for that; null: the
-   *     manager, on a thread of its own
+   * @param ahead asks for a layer's TOC ahead of its manifest, without waiting for an answer; null: the manager
    */
   RegistryRemoteLayers(RegistryClients clients, Platform platform, FuseManagerClient manager, LongSupplier nanoTime,
       DeviceHolder devices, BiConsumer<ImageReference, Descriptor> ahead) {
@@ -76,13 +74,6 @@ public final class RegistryRemoteLayers implements RemoteLayers {
     this.devices = devices;
     this.ahead = ahead != null ? ahead : this::expectOfManager;
   }
-
-  // One thread: each call is answered at once, and one Prepare of an image in turn asks for one.
-  private static final java.util.concurrent.Executor AHEAD = Executors.newSingleThreadExecutor(r -> {
-    Thread t = new Thread(r, "flatpull-expect");
-    t.setDaemon(true);
-    return t;
-  });
 
   @Override
   public RemoteDecision decide(Map<String, String> labels) {
@@ -123,19 +114,17 @@ public final class RegistryRemoteLayers implements RemoteLayers {
   }
 
   /**
-   * Asks the manager to open the layer's TOC as its labels describe it, while this Prepare reads the manifest: the
-   * first Prepare of an image does not wait for two round trips before its TOC is asked for. Only a head start: a
-   * manager not running, or refusing, leaves the TOC to the mount.
+   * Asks the manager to open the layer's TOC as its labels describe it, before this Prepare reads the manifest: the
+   * first Prepare of an image does not wait for two round trips before its TOC is asked for. The request is on its way
+   * (before the mount's) when this returns; a manager not running, or refusing, leaves the TOC to the mount.
    */
   private void expectOfManager(ImageReference image, Descriptor described) {
-    String json = OciDocuments.writeDescriptor(described);
-    AHEAD.execute(() -> {
-      try {
-        manager.expect(image.toString(), json);
-      } catch (IOException | RuntimeException e) {
-        LOG.fine(() -> "layer " + described.digest() + " not expected ahead of its manifest: " + e.getMessage());
-      }
-    });
+    try {
+      manager.expect(image.toString(), OciDocuments.writeDescriptor(described));
+    } catch (RuntimeException e) {
+      // A hint never fails the Prepare.
+      LOG.fine(() -> "layer " + described.digest() + " not expected ahead of its manifest: " + e);
+    }
   }
 
   private static String key(RemoteLabels asked) {

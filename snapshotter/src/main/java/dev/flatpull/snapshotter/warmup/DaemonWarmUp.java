@@ -57,13 +57,17 @@ public final class DaemonWarmUp {
     for (int round = 0; round < 3; round++) {
       image.clients().client(image.ref()).resolve(image.ref(), platform);
     }
-    RemoteLayers remote = new DecidedNotMounted(new RegistryRemoteLayers(image.clients(), platform,
-        new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(), dir.resolve("no-manager.log")), env.nanoTime()));
-    try (OverlaySnapshotter snapshotter = OverlaySnapshotter.openThrowaway(dir.resolve("root"), remote,
-        new SnapshotterMetrics() {}, env)) {
-      SnapshotsWarmUp.run(dir.resolve("snapshots.sock"), snapshotter, Map.of(
-          RemoteLabels.STARGZ_REFERENCE, image.ref().toString(), RemoteLabels.STARGZ_DIGEST, image.layer().toString()),
-          ROUNDS);
+    try (FuseManagerClient noManager = new FuseManagerClient(dir.resolve("no-manager.sock"), List.of(),
+            dir.resolve("no-manager.log"));
+        OverlaySnapshotter snapshotter = OverlaySnapshotter.openThrowaway(dir.resolve("root"), new DecidedNotMounted(
+            new RegistryRemoteLayers(image.clients(), platform, noManager, env.nanoTime())), new SnapshotterMetrics() {},
+            env)) {
+      // With the layer's inherited labels, as containerd's unpacker sends them: the first Prepare also asks for the
+      // TOC ahead of the manifest (of no manager here; the request is made and refused all the same).
+      Map<String, String> labels = new java.util.HashMap<>(image.inheritedLabels());
+      labels.put(RemoteLabels.STARGZ_REFERENCE, image.ref().toString());
+      labels.put(RemoteLabels.STARGZ_DIGEST, image.layer().toString());
+      SnapshotsWarmUp.run(dir.resolve("snapshots.sock"), snapshotter, labels, ROUNDS);
       snapshotter.awaitDeletions();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();

@@ -327,8 +327,13 @@ public final class WarmUp {
         List.of(1L), traced);
   }
 
-  /** A synthetic one-layer eStargz image on a loopback registry, and a registry client (counted nowhere) for it. */
-  public record TinyImage(RegistryClients clients, ImageReference ref, Digest layer) {}
+  /**
+   * A synthetic one-layer eStargz image on a loopback registry, and a registry client (counted nowhere) for it.
+   *
+   * @param inheritedLabels the layer's annotations containerd passes to a Prepare as labels (its TOC's digest and tail)
+   */
+  public record TinyImage(RegistryClients clients, ImageReference ref, Digest layer,
+      Map<String, String> inheritedLabels) {}
 
   /** What runs while a {@link TinyImage} is served. */
   @FunctionalInterface
@@ -345,7 +350,13 @@ public final class WarmUp {
       serveImage(registry, List.of(new Layer(tiny.descriptor(), tiny.blob())));
       ImageReference ref = ImageReference.parse(registry.address() + "/" + REPOSITORY + ":latest");
       try (RegistryClients clients = RegistryClients.create(config(dir), FetchListener.NONE)) {
-        use.run(new TinyImage(clients, ref, tiny.descriptor().digest()));
+        Map<String, String> inherited = new HashMap<>();
+        tiny.descriptor().annotations().forEach((k, v) -> {
+          if (k.startsWith("containerd.io/snapshot/")) {
+            inherited.put(k, v);
+          }
+        });
+        use.run(new TinyImage(clients, ref, tiny.descriptor().digest(), Map.copyOf(inherited)));
       }
     } catch (ConfigException e) {
       throw new IOException(e);
